@@ -1,0 +1,46 @@
+"""The `tekton-coscheduler` command: run, check, version."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+from collections.abc import Sequence
+
+from controller import __version__
+from controller.settings import SettingsError, load_settings
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="tekton-coscheduler",
+        description="Puts every pod of a Tekton PipelineRun on one node. "
+        "Configured by COSCHEDULER_* environment variables (see README).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("run", help="run the operator and the admission webhook")
+    sub.add_parser("check", help="validate settings and cluster prerequisites, print a verdict")
+    sub.add_parser("version", help="print the version")
+    args = parser.parse_args(argv)
+
+    if args.command == "version":
+        print(f"tekton-coscheduler {__version__}")
+        return 0
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        print(f"tekton-coscheduler: {exc}", file=sys.stderr)
+        return 2
+    if args.command == "check":
+        from controller.check import check
+
+        return check(settings)
+
+    from controller import app
+    from controller.logging import configure
+
+    configure(settings.log_level, settings.log_format)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(app.run(settings))
+    return 0

@@ -1,0 +1,330 @@
+"""The only module that talks to the API server. Blocking calls; run them off the event loop.
+
+Objects go in and come out as plain dicts in the API's own camelCase shape: the pure modules
+never see client models.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import kubernetes
+import structlog
+from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
+
+from controller import names, tekton
+
+log = structlog.get_logger(__name__)
+
+Obj = dict[str, Any]
+
+
+def load_client_config() -> kubernetes.client.ApiClient:
+    """In-cluster credentials when in a pod, else the kubeconfig (KUBECONFIG or ~/.kube/config)."""
+    try:
+        kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]
+    except kubernetes.config.ConfigException:
+        kubernetes.config.load_kube_config()  # type: ignore[no-untyped-call]
+    return kubernetes.client.ApiClient()
+
+
+def status_of(exc: BaseException) -> int | None:
+    return exc.status if isinstance(exc, ApiException) else None
+
+
+class Kube:
+    def __init__(self, api: kubernetes.client.ApiClient, timeout: float = 30.0) -> None:
+        self.api = api
+        self.timeout = timeout
+        self.core = kubernetes.client.CoreV1Api(api)
+        self.apps = kubernetes.client.AppsV1Api(api)
+        self.custom = kubernetes.client.CustomObjectsApi(api)
+
+    def _json(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
+        resp = fn(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
+        data: Obj = json.loads(resp.data)
+        return data
+
+    def _items(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Obj]:
+        items: list[Obj] = self._json(fn, *args, **kwargs).get("items") or []
+        return items
+
+    def _get(self, fn: Callable[..., Any], *args: Any) -> Obj | None:
+        try:
+            return self._json(fn, *args)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    # -- balloons ------------------------------------------------------------------------
+
+    def get_statefulset(self, namespace: str, name: str) -> Obj | None:
+        return self._get(self.apps.read_namespaced_stateful_set, name, namespace)
+
+    def create_statefulset(self, manifest: Mapping[str, Any]) -> tuple[Obj, bool]:
+        """Create, or return the existing one: (object, created)."""
+        meta = manifest["metadata"]
+        try:
+            return self._json(
+                self.apps.create_namespaced_stateful_set, meta["namespace"], manifest
+            ), True
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+        existing = self.get_statefulset(meta["namespace"], meta["name"])
+        if existing is None:  # deleted between our two calls; the next reconcile creates it
+            raise RuntimeError(f"statefulset {meta['name']} vanished during create") from None
+        return existing, False
+
+    def replace_balloon_template(self, manifest: Mapping[str, Any]) -> None:
+        """New pod template, then the unbound pod is deleted so the controller re-creates it."""
+        meta = manifest["metadata"]
+        patch = {"spec": {"template": manifest["spec"]["template"]}}
+        self.apps.patch_namespaced_stateful_set(
+            meta["name"], meta["namespace"], patch, _request_timeout=self.timeout
+        )
+        pod_name = f"{meta['name']}-0"
+        pod = self._get(self.core.read_namespaced_pod, pod_name, meta["namespace"])
+        if pod is not None and not (pod.get("spec") or {}).get("nodeName"):
+            self.delete_pod(meta["namespace"], pod_name, uid=pod["metadata"]["uid"])
+
+    def delete_pod(self, namespace: str, name: str, uid: str) -> None:
+        try:
+            self.core.delete_namespaced_pod(
+                name,
+                namespace,
+                body=kubernetes.client.V1DeleteOptions(
+                    preconditions=kubernetes.client.V1Preconditions(uid=uid)
+                ),
+                _request_timeout=self.timeout,
+            )
+        except ApiException as exc:
+            if exc.status not in (404, 409):
+                raise
+
+    def delete_statefulset(self, namespace: str, name: str, uid: str | None = None) -> bool:
+        """True if deleted now; False if already gone. A uid precondition spares a successor."""
+        options = kubernetes.client.V1DeleteOptions(
+            propagation_policy="Background",
+            preconditions=kubernetes.client.V1Preconditions(uid=uid) if uid else None,
+        )
+        try:
+            self.apps.delete_namespaced_stateful_set(
+                name, namespace, body=options, _request_timeout=self.timeout
+            )
+            return True
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
+
+    def list_balloons(self) -> list[Obj]:
+        return self._items(
+            self.apps.list_stateful_set_for_all_namespaces, label_selector=names.BALLOON_SELECTOR
+        )
+
+    def list_balloon_pods(self, namespace: str, run_uid: str) -> list[Obj]:
+        selector = f"{names.BALLOON_SELECTOR},{names.LABEL_RUN_UID}={run_uid}"
+        return self._items(self.core.list_namespaced_pod, namespace, label_selector=selector)
+
+    def annotate_statefulset(
+        self, namespace: str, name: str, annotations: Mapping[str, str]
+    ) -> None:
+        self.apps.patch_namespaced_stateful_set(
+            name,
+            namespace,
+            {"metadata": {"annotations": dict(annotations)}},
+            _request_timeout=self.timeout,
+        )
+
+    # -- Tekton and storage --------------------------------------------------------------
+
+    def list_pvcs(self, namespace: str) -> list[Obj]:
+        return self._items(self.core.list_namespaced_persistent_volume_claim, namespace)
+
+    def get_pipelinerun(self, namespace: str, name: str) -> Obj | None:
+        return self._get(
+            self.custom.get_namespaced_custom_object,
+            tekton.GROUP,
+            tekton.VERSION,
+            namespace,
+            "pipelineruns",
+            name,
+        )
+
+    def list_pipelineruns(self) -> list[Obj]:
+        return self._items(
+            self.custom.list_cluster_custom_object, tekton.GROUP, tekton.VERSION, "pipelineruns"
+        )
+
+    # -- our policy ----------------------------------------------------------------------
+
+    def patch_policy_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        try:
+            self.custom.patch_namespaced_custom_object_status(
+                names.POLICY_GROUP,
+                names.POLICY_VERSION,
+                namespace,
+                names.POLICY_PLURAL,
+                name,
+                {"status": dict(status)},
+                _request_timeout=self.timeout,
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    # -- events --------------------------------------------------------------------------
+
+    def post_event(
+        self, involved: Mapping[str, Any], reason: str, message: str, *, warning: bool
+    ) -> None:
+        """A core/v1 Event about an object (involved: apiVersion, kind, metadata)."""
+        meta = involved.get("metadata") or {}
+        namespace = meta.get("namespace") or "default"
+        now = datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": f"{meta.get('name', 'object')[:200]}.{uuid.uuid4().hex[:16]}",
+                "namespace": namespace,
+            },
+            "involvedObject": {
+                "apiVersion": involved.get("apiVersion"),
+                "kind": involved.get("kind"),
+                "name": meta.get("name"),
+                "namespace": namespace,
+                "uid": meta.get("uid"),
+            },
+            "reason": reason,
+            "message": message[:1024],
+            "type": "Warning" if warning else "Normal",
+            "source": {"component": names.APP},
+            "reportingComponent": names.APP,
+            "reportingInstance": names.APP,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        self.core.create_namespaced_event(namespace, event, _request_timeout=self.timeout)  # type: ignore[arg-type]
+
+
+# -- list + watch ----------------------------------------------------------------------------
+
+Store = dict[str, Obj]
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+class Reflector:
+    """Keeps an in-memory copy of one list of objects current: list, then watch from there.
+
+    Independent of kopf on purpose: every replica keeps it, whether or not it is the leader,
+    so webhook answers never depend on which replica is asked.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        list_fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        on_change: Callable[[Store], None],
+        *,
+        timeout: float = 30.0,
+        watch_seconds: int = 240,
+        **kwargs: Any,
+    ) -> None:
+        self.name = name
+        self._list_fn = list_fn
+        self._args = args
+        self._kwargs = kwargs
+        self._on_change = on_change
+        self._timeout = timeout
+        self._watch_seconds = watch_seconds
+        self.synced = threading.Event()
+        self._stopped = threading.Event()
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def run(self) -> None:
+        backoff = 1.0
+        while not self._stopped.is_set():
+            try:
+                self._list_and_watch()
+                backoff = 1.0
+            except ApiException as exc:
+                if exc.status == 404:
+                    # The resource is not served (a CRD not installed): an empty list, for now.
+                    self._on_change({})
+                    self.synced.set()
+                log.warning("watch failed", watch=self.name, status=exc.status, reason=exc.reason)
+            except Exception as exc:
+                log.warning("watch failed", watch=self.name, error=repr(exc))
+            self._stopped.wait(backoff)
+            backoff = min(backoff * 2, 30.0)
+
+    def _list_and_watch(self) -> None:
+        resp = self._list_fn(
+            *self._args, _preload_content=False, _request_timeout=self._timeout, **self._kwargs
+        )
+        listing = json.loads(resp.data)
+        store: Store = {_key(o): o for o in listing.get("items") or []}
+        version = (listing.get("metadata") or {}).get("resourceVersion", "")
+        self._on_change(dict(store))
+        self.synced.set()
+        while not self._stopped.is_set():
+            for event in self._watch(version):
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    return  # 410 Gone and friends: list again
+                version = (obj.get("metadata") or {}).get("resourceVersion", version)
+                if kind == "BOOKMARK":
+                    continue
+                if kind == "DELETED":
+                    store.pop(_key(obj), None)
+                else:
+                    store[_key(obj)] = obj
+                self._on_change(dict(store))
+                if self._stopped.is_set():
+                    return
+
+    def _watch(self, version: str) -> Iterator[Obj]:
+        resp = self._list_fn(
+            *self._args,
+            watch=True,
+            resource_version=version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=self._watch_seconds,
+            _preload_content=False,
+            _request_timeout=(self._timeout, self._watch_seconds + 30),
+            **self._kwargs,
+        )
+        try:
+            for line in iter_resp_lines(resp):  # type: ignore[no-untyped-call]
+                yield json.loads(line)
+        finally:
+            resp.release_conn()
+
+
+def start_thread(target: Callable[[], None], name: str) -> threading.Thread:
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+def wait_all(events: list[threading.Event], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    return all(e.wait(max(0.0, deadline - time.monotonic())) for e in events)

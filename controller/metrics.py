@@ -1,0 +1,60 @@
+"""Prometheus metrics, served on their own port."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+PREFIX = "tekton_coscheduler"
+
+
+class Metrics:
+    """One registry per process (and per test), so tests never share counters."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.balloons_active = Gauge(
+            f"{PREFIX}_balloons_active", "Balloon StatefulSets that exist now", registry=r
+        )
+        self.balloons_created = Counter(
+            f"{PREFIX}_balloons_created", "Balloon StatefulSets created", registry=r
+        )
+        self.balloons_deleted = Counter(
+            f"{PREFIX}_balloons_deleted", "Balloon StatefulSets deleted", ["reason"], registry=r
+        )
+        self.balloon_problems = Counter(
+            f"{PREFIX}_balloon_problems",
+            "Balloons that could not be created or placed",
+            ["reason"],
+            registry=r,
+        )
+        self.admissions = Counter(
+            f"{PREFIX}_admissions", "Admission requests by outcome", ["outcome"], registry=r
+        )
+        self.admission_seconds = Histogram(
+            f"{PREFIX}_admission_duration_seconds",
+            "Time to answer one admission request",
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0),
+            registry=r,
+        )
+        self.run_to_anchor_seconds = Histogram(
+            f"{PREFIX}_run_to_anchor_seconds",
+            "Time from PipelineRun creation to its balloon pod bound to a node",
+            buckets=(0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300),
+            registry=r,
+        )
+        self.misplaced_pods = Counter(
+            f"{PREFIX}_misplaced_pods",
+            "Pods of an anchored run bound to a node other than their balloon's",
+            registry=r,
+        )
+        self.tekton_assistant_on = Gauge(
+            f"{PREFIX}_tekton_affinity_assistant_enabled",
+            "1 while Tekton's own affinity assistant is on (coschedule not 'disabled')",
+            registry=r,
+        )
+        self.policy_problems = Gauge(
+            f"{PREFIX}_policy_problems",
+            "CoschedulingPolicies that cannot be used as written",
+            registry=r,
+        )

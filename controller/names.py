@@ -1,0 +1,27 @@
+"""The names users see (DESIGN section 3). Keep them stable."""
+
+from typing import Final
+
+DOMAIN: Final = "tekton-coscheduler.dev"
+APP: Final = "tekton-coscheduler"
+
+NAMESPACE_LABEL: Final = f"{DOMAIN}/enabled"
+OPT_OUT_ANNOTATION: Final = f"{DOMAIN}/coschedule"
+
+LABEL_NAME: Final = "app.kubernetes.io/name"
+LABEL_COMPONENT: Final = "app.kubernetes.io/component"
+LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
+LABEL_RUN: Final = f"{DOMAIN}/pipeline-run"
+LABEL_RUN_UID: Final = f"{DOMAIN}/pipeline-run-uid"
+COMPONENT_BALLOON: Final = "balloon"
+
+# Written on our own StatefulSet only, never on users' objects.
+ANNOTATION_ANCHORED_NODE: Final = f"{DOMAIN}/anchored-node"
+ANNOTATION_RUN_CREATED: Final = f"{DOMAIN}/pipeline-run-created"
+
+POLICY_GROUP: Final = DOMAIN
+POLICY_VERSION: Final = "v1alpha1"
+POLICY_PLURAL: Final = "coschedulingpolicies"
+POLICY_KIND: Final = "CoschedulingPolicy"
+
+BALLOON_SELECTOR: Final = f"{LABEL_MANAGED_BY}={APP},{LABEL_COMPONENT}={COMPONENT_BALLOON}"

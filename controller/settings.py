@@ -1,0 +1,98 @@
+"""Operator settings: read once from COSCHEDULER_* environment variables, frozen, validated."""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from controller import names
+from controller.fragments import (
+    LabelMap,
+    LocalObjectReference,
+    ObjectName,
+    QualifiedName,
+    Resources,
+    Toleration,
+)
+
+ENV_PREFIX = "COSCHEDULER_"
+
+
+class Isolation(enum.StrEnum):
+    """How balloons of different runs treat each other's topology domain."""
+
+    NONE = "none"
+    PREFERRED = "preferred"
+    REQUIRED = "required"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, frozen=True, extra="forbid", case_sensitive=False
+    )
+
+    namespace_label: QualifiedName = names.NAMESPACE_LABEL
+    namespace_label_value: str = "true"
+
+    balloon_image: str = Field(default="registry.k8s.io/pause:3.10", min_length=1)
+    balloon_resources: Resources = Resources()
+    balloon_priority_class_name: ObjectName | None = None
+    balloon_node_selector: LabelMap = {}
+    balloon_tolerations: list[Toleration] = []
+    balloon_image_pull_secrets: list[LocalObjectReference] = []
+
+    topology_key: QualifiedName = "kubernetes.io/hostname"
+    isolation: Isolation = Isolation.NONE
+
+    webhook_host: str = "0.0.0.0"
+    webhook_port: int = Field(default=9443, ge=1, le=65535)
+    webhook_cert_file: Path | None = None
+    webhook_key_file: Path | None = None
+    webhook_cert_check_interval: float = Field(default=10.0, gt=0)
+    metrics_host: str = "0.0.0.0"
+    metrics_port: int = Field(default=9090, ge=0, le=65535)
+    health_port: int = Field(default=8080, ge=0, le=65535)
+
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["json", "console"] = "json"
+
+    tekton_namespace: ObjectName = "tekton-pipelines"
+    # Run even though Tekton's own affinity assistant is on: two anchors then compete.
+    ignore_tekton_assistant: bool = False
+
+    resync_interval: float = Field(default=30.0, gt=0)
+    # A balloon without a bound pod for this long is reported on its PipelineRun.
+    balloon_stuck_after: float = Field(default=20.0, gt=0)
+    api_timeout: float = Field(default=30.0, gt=0)
+
+    @model_validator(mode="after")
+    def _cert_pair(self) -> Settings:
+        if (self.webhook_cert_file is None) != (self.webhook_key_file is None):
+            raise ValueError("webhook_cert_file and webhook_key_file must be set together")
+        return self
+
+
+class SettingsError(Exception):
+    """Settings that cannot be used, explained setting by setting."""
+
+
+def load_settings() -> Settings:
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise SettingsError(explain(exc)) from None
+
+
+def explain(exc: ValidationError) -> str:
+    lines = []
+    for error in exc.errors():
+        loc = [str(part) for part in error["loc"]]
+        setting = (ENV_PREFIX + loc[0].upper()) if loc else "(settings)"
+        where = ".".join(loc[1:])
+        detail = f" at {where}" if where else ""
+        lines.append(f"invalid setting {setting}{detail}: {error['msg']}")
+    return "\n".join(lines)

@@ -1,0 +1,253 @@
+#!/usr/bin/env bash
+# Builds the binaries of the local control plane (etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, kwok, the Tekton Pipelines controller) from their Go modules into a per-user
+# cache outside the repository. Versions come from e2e/versions.env.
+#
+#   e2e/build.sh [--force] [etcd|kubernetes|kwok|tekton ...]     (default: all four)
+#
+# Environment:
+#   TEKTON_COSCHEDULER_CACHE    cache root (default ~/.cache/tekton-coscheduler)
+#   TEKTON_COSCHEDULER_BIN_DIR  directory of ready-made binaries, used as they are
+# A binary already on PATH at the pinned version is also used as it is.
+set -euo pipefail
+
+E2E_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=versions.env
+. "$E2E_DIR/versions.env"
+
+CACHE=${TEKTON_COSCHEDULER_CACHE:-$HOME/.cache/tekton-coscheduler}
+BIN_ROOT=$CACHE/bin
+LOG_DIR=$CACHE/logs
+SRC_ROOT=$CACHE/src
+# GOTOOLCHAIN=local: a "go 1.2x" line newer than ours must fail, not download a toolchain.
+export GOTOOLCHAIN=local CGO_ENABLED=0
+export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
+mkdir -p "$BIN_ROOT" "$LOG_DIR" "$SRC_ROOT"
+
+FORCE=0
+COMPONENTS=()
+for arg in "$@"; do
+  case $arg in
+    --force) FORCE=1 ;;
+    etcd | kubernetes | kwok | tekton) COMPONENTS+=("$arg") ;;
+    -h | --help) sed -n '2,11p' "$0"; exit 0 ;;
+    *) echo "unknown argument: $arg" >&2; exit 2 ;;
+  esac
+done
+[ ${#COMPONENTS[@]} -gt 0 ] || COMPONENTS=(etcd kubernetes kwok tekton)
+
+START_ALL=$(date +%s)
+log() { printf '[%s +%4ss] %s\n' "$(date +%H:%M:%S)" "$(($(date +%s) - START_ALL))" "$*"; }
+die() { log "ERROR: $*" >&2; exit 1; }
+
+command -v go >/dev/null || die "go is not on PATH"
+log "go: $(go version); cache: $CACHE"
+
+version_of() { # component -> pinned version
+  case $1 in
+    etcd) echo "$ETCD_VERSION" ;;
+    kubernetes) echo "$KUBERNETES_VERSION" ;;
+    kwok) echo "$KWOK_VERSION" ;;
+    tekton) echo "$TEKTON_PIPELINE_VERSION" ;;
+  esac
+}
+binaries_of() {
+  case $1 in
+    etcd) echo etcd ;;
+    kubernetes) echo kube-apiserver kube-controller-manager kube-scheduler ;;
+    kwok) echo kwok ;;
+    tekton) echo tekton-controller ;;
+  esac
+}
+dir_of() { echo "$BIN_ROOT/$1-$(version_of "$1")"; }
+
+# Does binary $2 report the pinned version of component $1?
+at_version() {
+  local comp=$1 bin=$2 v
+  v=$(version_of "$comp")
+  case $comp in
+    etcd) "$bin" --version 2>/dev/null | grep -q "etcd Version: ${v#v}$" ;;
+    kubernetes) "$bin" --version 2>/dev/null | grep -q "Kubernetes ${v}$" ;;
+    kwok) "$bin" --version 2>/dev/null | grep -q "${v}" ;;
+    # The controller has no --version flag; the build info names the module and its version.
+    tekton) go version -m "$bin" 2>/dev/null | grep -qE "github.com/tektoncd/pipeline[[:space:]]+${v}([[:space:]]|$)" ;;
+  esac
+}
+
+# Ready-made binaries (TEKTON_COSCHEDULER_BIN_DIR, the cache's stamp, PATH) mean no work.
+already_there() {
+  local comp=$1 b found dir
+  dir=$(dir_of "$comp")
+  if [ -n "${TEKTON_COSCHEDULER_BIN_DIR:-}" ]; then
+    found=1
+    for b in $(binaries_of "$comp"); do [ -x "$TEKTON_COSCHEDULER_BIN_DIR/$b" ] || found=0; done
+    if [ $found = 1 ]; then log "$comp: using binaries in TEKTON_COSCHEDULER_BIN_DIR=$TEKTON_COSCHEDULER_BIN_DIR"; return 0; fi
+  fi
+  if [ $FORCE = 0 ] && [ -f "$dir/.stamp" ]; then
+    found=1
+    for b in $(binaries_of "$comp"); do [ -x "$dir/$b" ] || found=0; done
+    if [ $found = 1 ]; then log "$comp $(version_of "$comp"): up to date in $dir, nothing to do ($(tr '\n' ' ' <"$dir/.stamp"))"; return 0; fi
+  fi
+  found=1
+  for b in $(binaries_of "$comp"); do
+    if ! command -v "$b" >/dev/null || ! at_version "$comp" "$(command -v "$b")"; then found=0; fi
+  done
+  if [ $found = 1 ]; then log "$comp: using $(binaries_of "$comp") from PATH (already $(version_of "$comp"))"; return 0; fi
+  return 1
+}
+
+write_etcd_wrapper() { # dir
+  cat >"$1/go.mod" <<EOF
+module tekton-coscheduler.local/etcd
+
+go 1.26.0
+
+require go.etcd.io/etcd/server/v3 $ETCD_VERSION
+EOF
+  cat >"$1/main.go" <<'EOF'
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+EOF
+}
+
+# k8s.io/kubernetes cannot be `go install`ed (relative replaces of its staging modules); a wrapper
+# module requires it and maps each staging module to its published v0.X.Y twin. The list of
+# staging modules comes from the proxy's copy of the kubernetes go.mod: it changes between minors.
+write_kubernetes_wrapper() { # dir
+  local gomod staging
+  gomod=$(go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
+  [ -f "$gomod" ] || die "could not download the go.mod of k8s.io/kubernetes@$KUBERNETES_VERSION"
+  staging=$(sed -n 's#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/src/.*#\1#p' "$gomod")
+  [ -n "$staging" ] || die "no staging replaces found in $gomod"
+  local staging_version="v0.${KUBERNETES_VERSION#v1.}"
+  {
+    echo "module tekton-coscheduler.local/kubernetes"
+    echo
+    grep -E '^go [0-9]' "$gomod"
+    grep -E '^godebug ' "$gomod" || true
+    echo
+    echo "require k8s.io/kubernetes $KUBERNETES_VERSION"
+    echo
+    echo "replace ("
+    for m in $staging; do echo "	$m => $m $staging_version"; done
+    echo ")"
+  } >"$1/go.mod"
+  cat >"$1/tools.go" <<'EOF'
+//go:build tools
+
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+)
+EOF
+  log "kubernetes: wrapper module with $(echo "$staging" | wc -w) staging replaces at $staging_version"
+}
+
+kubernetes_ldflags() {
+  local v=$KUBERNETES_VERSION major minor date flags="-s -w" pkg
+  major=${v#v}; major=${major%%.*}
+  minor=${v#v*.}; minor=${minor%%.*}
+  date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  # Unstamped binaries report v0.0.0-master+$Format:%H$, which Tekton's version check rejects.
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X $pkg.gitVersion=$v -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+    flags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date -X $pkg.gitCommit=0000000000000000000000000000000000000000"
+  done
+  echo "$flags"
+}
+
+# Runs "$@" in its own process group, logs to $LOGFILE, prints a heartbeat and measures wall time,
+# peak RSS of the biggest single process (GNU time) and sampled peak RSS of the whole tree.
+run_measured() { # comp cmd...
+  local comp=$1; shift
+  local timefile=$LOG_DIR/$comp.time peak=0 rss started pid last=0 now
+  started=$(date +%s)
+  if [ -x /usr/bin/time ]; then
+    setsid -w /usr/bin/time -v -o "$timefile" "$@" >>"$LOGFILE" 2>&1 &
+  else
+    setsid -w "$@" >>"$LOGFILE" 2>&1 &
+  fi
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    rss=$(ps -o rss= -g "$pid" 2>/dev/null | awk '{s += $1} END {print s + 0}')
+    [ "$rss" -gt "$peak" ] && peak=$rss
+    now=$(date +%s)
+    if [ $((now - last)) -ge 30 ]; then
+      last=$now
+      log "$comp: building... $((now - started))s, $(grep -c . "$LOGFILE" || true) log lines, tree RSS now $((rss / 1024)) MiB (peak $((peak / 1024)) MiB)"
+    fi
+    sleep 2
+  done
+  local rc=0
+  wait "$pid" || rc=$?
+  BUILD_SECONDS=$(($(date +%s) - started))
+  BUILD_PEAK_TREE_MIB=$((peak / 1024))
+  BUILD_MAXRSS_MIB=unknown
+  if [ -f "$timefile" ]; then
+    BUILD_MAXRSS_MIB=$(awk -F': ' '/Maximum resident set size/ {print int($2 / 1024)}' "$timefile")
+  fi
+  return $rc
+}
+
+build() { # comp
+  local comp=$1 version dir src tmpbin
+  version=$(version_of "$comp")
+  dir=$(dir_of "$comp")
+  src=$SRC_ROOT/$comp-$version
+  LOGFILE=$LOG_DIR/build-$comp-$version-$(date +%Y%m%dT%H%M%S).log
+  mkdir -p "$src" "$dir"
+  rm -f "$dir/.stamp"
+  log "$comp $version: building (full go output in $LOGFILE)"
+  case $comp in
+    etcd)
+      write_etcd_wrapper "$src"
+      (cd "$src" && go mod tidy) >>"$LOGFILE" 2>&1 || die "etcd: go mod tidy failed, see $LOGFILE"
+      run_measured etcd sh -c "cd '$src' && go build -v -trimpath -ldflags '-s -w' -o '$dir/etcd' ." ||
+        die "etcd: build failed, see $LOGFILE"
+      ;;
+    kubernetes)
+      write_kubernetes_wrapper "$src"
+      log "kubernetes: resolving modules (go mod tidy)"
+      (cd "$src" && go mod tidy) >>"$LOGFILE" 2>&1 || die "kubernetes: go mod tidy failed, see $LOGFILE"
+      run_measured kubernetes sh -c "cd '$src' && go build -v -trimpath -ldflags '$(kubernetes_ldflags)' -o '$dir/' \
+          k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler" ||
+        die "kubernetes: build failed, see $LOGFILE"
+      ;;
+    kwok)
+      run_measured kwok env GOBIN="$dir" go install -v -trimpath -ldflags '-s -w' "sigs.k8s.io/kwok/cmd/kwok@$version" ||
+        die "kwok: build failed, see $LOGFILE"
+      ;;
+    tekton)
+      tmpbin=$(mktemp -d)
+      run_measured tekton env GOBIN="$tmpbin" go install -v -trimpath -ldflags '-s -w' \
+          "github.com/tektoncd/pipeline/cmd/controller@$version" || die "tekton: build failed, see $LOGFILE"
+      mv "$tmpbin/controller" "$dir/tekton-controller"
+      rmdir "$tmpbin"
+      ;;
+  esac
+  {
+    echo "version=$version"
+    echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "seconds=$BUILD_SECONDS"
+    echo "max_process_rss_mib=$BUILD_MAXRSS_MIB"
+    echo "peak_tree_rss_mib=$BUILD_PEAK_TREE_MIB"
+  } >"$dir/.stamp"
+  printf '%s\t%s\t%s\t%ss\tmax-process-rss=%sMiB\tpeak-tree-rss=%sMiB\n' "$(date -u +%FT%TZ)" "$comp" "$version" \
+    "$BUILD_SECONDS" "$BUILD_MAXRSS_MIB" "$BUILD_PEAK_TREE_MIB" >>"$LOG_DIR/build-times.tsv"
+  log "$comp $version: built in ${BUILD_SECONDS}s (largest process ${BUILD_MAXRSS_MIB} MiB, whole build peak ~${BUILD_PEAK_TREE_MIB} MiB): $(cd "$dir" && ls | tr '\n' ' ')"
+}
+
+for comp in "${COMPONENTS[@]}"; do
+  already_there "$comp" || build "$comp"
+done
+log "done in $(($(date +%s) - START_ALL))s; binaries under $BIN_ROOT"

@@ -1,0 +1,25 @@
+"""A real Kubernetes control plane for the e2e suite and the demo (see e2e/build.sh)."""
+
+from .backends import Backend, ExistingCluster, KindCluster, open_cluster
+from .handle import FAKE_NODE_ANNOTATION, LOCAL_STORAGE_CLASS, ClusterHandle, node_schedulable
+from .local import LocalCluster
+from .pki import issue_cert, load_ca
+from .versions import BinaryNotFound, find_binary, have_binary, read_versions
+
+__all__ = [
+    "FAKE_NODE_ANNOTATION",
+    "LOCAL_STORAGE_CLASS",
+    "Backend",
+    "BinaryNotFound",
+    "ClusterHandle",
+    "ExistingCluster",
+    "KindCluster",
+    "LocalCluster",
+    "find_binary",
+    "have_binary",
+    "issue_cert",
+    "load_ca",
+    "node_schedulable",
+    "open_cluster",
+    "read_versions",
+]

@@ -1,0 +1,301 @@
+"""What a test sees of a cluster, whatever runs it: API access and helpers for test fixtures."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from . import tekton
+from .processes import ManagedProcess, free_port, http_ok, tail, wait_until
+from .versions import find_binary
+
+T = TypeVar("T")
+
+FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+LOCAL_STORAGE_CLASS = "local-wffc"
+STAGES_DIR = Path(__file__).resolve().parent / "stages"
+
+
+class ClusterHandle:
+    """Base of every backend. Subclasses set kubeconfig and server in start().
+
+    Local helper processes (kwok, the Tekton controller) work against any cluster, so they are
+    started from here; stop() ends exactly those."""
+
+    backend = "base"
+    start_timeout = 90.0
+
+    def __init__(self, logs_dir: Path) -> None:
+        self.logs_dir = logs_dir
+        self.kubeconfig: Path = Path()
+        self.server: str = ""
+        self.ca_path: Path | None = None
+        self.processes: list[ManagedProcess] = []
+        self._node_counters: dict[str, Iterator[int]] = {}
+        self._kwok_started = False
+        self._tekton_ready = False
+
+    # lifecycle ---------------------------------------------------------------------------
+    def start(self) -> ClusterHandle:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        # Reverse order: for the local backend, clients before the apiserver, it before etcd.
+        for proc in reversed(self.processes):
+            proc.stop()
+        self.processes.clear()
+        self._kwok_started = False
+        self._tekton_ready = False
+
+    def __enter__(self) -> ClusterHandle:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # local processes -----------------------------------------------------------------------
+    def _spawn(
+        self, name: str, argv: list[str], env: Mapping[str, str] | None = None
+    ) -> ManagedProcess:
+        proc = ManagedProcess(name, argv, self.logs_dir / f"{name}.log", env=env, cwd=self.logs_dir)
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        self.processes.append(proc)
+        proc.start()
+        return proc
+
+    def start_kwok(self) -> None:
+        """kwok, the fake kubelets, with the Stages in e2e/cluster/stages; idempotent."""
+        if self._kwok_started:
+            return
+        # One file with every Stage: kwok reads multi-document configs.
+        config_path = self.logs_dir.parent / "kwok.yaml"
+        config_path.write_text(
+            "\n---\n".join(p.read_text() for p in sorted(STAGES_DIR.glob("*.yaml")))
+        )
+        port = free_port()
+        proc = self._spawn(
+            "kwok",
+            [
+                str(find_binary("kwok")),
+                f"--kubeconfig={self.kubeconfig}",
+                f"--config={config_path}",
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={FAKE_NODE_ANNOTATION}=fake",
+                f"--server-address=127.0.0.1:{port}",
+                "--node-lease-duration-seconds=40",
+                "--cidr=10.244.0.1/16",
+                "--node-ip=10.0.0.1",
+            ],
+        )
+        wait_until(
+            lambda: http_ok(f"http://127.0.0.1:{port}/healthz"),
+            timeout=self.start_timeout,
+            what=f"kwok /healthz on port {port}",
+            process=proc,
+        )
+        self._kwok_started = True
+
+    def start_tekton(self, feature_flags: Mapping[str, str] | None = None) -> None:
+        """Makes Tekton Pipelines run with these feature-flags (coschedule: disabled unless set).
+
+        A Tekton already deployed in the cluster is only reconfigured; otherwise its CRDs and
+        ConfigMaps come from the Go module cache and the controller runs here as a process."""
+        if self._tekton_ready or tekton.deployed_in_cluster(self):
+            tekton.configure(self, feature_flags)
+            self._tekton_ready = True
+            return
+        tekton.install(self, feature_flags)
+        proc, probes_port = tekton.controller_process(self, self.logs_dir)
+        self.processes.append(proc)
+        proc.start()
+        tekton.wait_ready(self, proc, probes_port)
+        self._tekton_ready = True
+
+    # API ---------------------------------------------------------------------------------
+    def api_client(self) -> client.ApiClient:
+        """A new client authenticated as cluster admin; close it (or use `with`) when done."""
+        cfg = client.Configuration()
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=str(self.kubeconfig), client_configuration=cfg
+        )
+        return client.ApiClient(cfg)
+
+    @contextmanager
+    def _core(self) -> Iterator[client.CoreV1Api]:
+        with self.api_client() as api:
+            yield client.CoreV1Api(api)
+
+    # diagnostics -------------------------------------------------------------------------
+    def log_paths(self) -> list[Path]:
+        return sorted(self.logs_dir.glob("*.log")) if self.logs_dir.exists() else []
+
+    def log_tails(self, lines: int = 40) -> str:
+        parts = [
+            f"===== {p.name} (last {lines} lines) =====\n{tail(p, lines)}" for p in self.log_paths()
+        ]
+        return "\n".join(parts) if parts else f"(no component logs in {self.logs_dir})"
+
+    def print_log_tails(self, lines: int = 40) -> None:
+        print(self.log_tails(lines))
+
+    # helpers -----------------------------------------------------------------------------
+    def wait_for(
+        self,
+        predicate: Callable[[], T],
+        timeout: float = 60.0,
+        what: str = "condition",
+        interval: float = 0.5,
+    ) -> T:
+        """Polls predicate() until it returns something truthy, and returns that."""
+        deadline = time.monotonic() + timeout
+        last_error: ApiException | None = None
+        while True:
+            try:
+                result = predicate()
+                if result:
+                    return result
+            except ApiException as e:  # e.g. 404 until the object exists
+                last_error = e
+            if time.monotonic() >= deadline:
+                detail = ""
+                if last_error is not None:
+                    detail = f" (last API error: {last_error.status} {last_error.reason})"
+                raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}{detail}")
+            time.sleep(interval)
+
+    def create_namespace(self, name: str, labels: Mapping[str, str] | None = None) -> str:
+        with self._core() as core:
+            body = client.V1Namespace(
+                metadata=client.V1ObjectMeta(name=name, labels=dict(labels or {}))
+            )
+            core.create_namespace(body)
+        return name
+
+    def add_nodes(
+        self,
+        n: int,
+        *,
+        prefix: str = "node",
+        zones: Sequence[str] = ("zone-a", "zone-b"),
+        cpu: str = "4",
+        memory: str = "8Gi",
+        pods: int = 110,
+        labels: Mapping[str, str] | None = None,
+        wait: bool = True,
+        timeout: float = 60.0,
+    ) -> list[str]:
+        """Creates n fake (kwok) nodes <prefix>-<i>, zones round-robin, and waits until Ready."""
+        self.start_kwok()
+        counter = self._node_counters.setdefault(prefix, itertools.count())
+        names: list[str] = []
+        capacity = {"cpu": cpu, "memory": memory, "pods": str(pods), "ephemeral-storage": "100Gi"}
+        with self._core() as core:
+            for _ in range(n):
+                i = next(counter)
+                name = f"{prefix}-{i}"
+                node_labels = {
+                    "kubernetes.io/hostname": name,
+                    "kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": "amd64",
+                    "topology.kubernetes.io/zone": zones[i % len(zones)],
+                    "type": "kwok",
+                    **dict(labels or {}),
+                }
+                body: Any = {  # the client takes plain manifests as well as models
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {
+                        "name": name,
+                        "labels": node_labels,
+                        "annotations": {FAKE_NODE_ANNOTATION: "fake"},
+                    },
+                    # Nodes, unlike most kinds, keep the status given on create: capacity sticks.
+                    "status": {"capacity": capacity, "allocatable": capacity},
+                }
+                core.create_node(body)
+                names.append(name)
+            if wait:
+                for name in names:
+                    self.wait_for(
+                        functools.partial(_schedulable_by_name, core, name),
+                        timeout=timeout,
+                        what=f"node {name} Ready without taints (is kwok running?)",
+                    )
+        return names
+
+    def ensure_storage_class(self, name: str = LOCAL_STORAGE_CLASS, *, default: bool) -> None:
+        body = client.V1StorageClass(
+            metadata=client.V1ObjectMeta(
+                name=name,
+                annotations={"storageclass.kubernetes.io/is-default-class": "true"}
+                if default
+                else {},
+            ),
+            provisioner="kubernetes.io/no-provisioner",
+            volume_binding_mode="WaitForFirstConsumer",
+            reclaim_policy="Delete",
+        )
+        with self.api_client() as api:
+            try:
+                client.StorageV1Api(api).create_storage_class(body)
+            except ApiException as e:
+                if e.status != 409:
+                    raise
+
+    def add_local_pv(
+        self, name: str, node: str, size: str = "1Gi", storage_class: str = LOCAL_STORAGE_CLASS
+    ) -> None:
+        """A local PV pinned to `node` by nodeAffinity; nothing is mounted, so the path is fake."""
+        body: Any = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": name, "labels": {"e2e.tekton-coscheduler.dev/node": node}},
+            "spec": {
+                "capacity": {"storage": size},
+                "accessModes": ["ReadWriteOnce"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": storage_class,
+                "volumeMode": "Filesystem",
+                "local": {"path": f"/mnt/e2e/{name}"},
+                "nodeAffinity": {
+                    "required": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {
+                                        "key": "kubernetes.io/hostname",
+                                        "operator": "In",
+                                        "values": [node],
+                                    }
+                                ]
+                            }
+                        ]
+                    }
+                },
+            },
+        }
+        with self._core() as core:
+            core.create_persistent_volume(body)
+
+
+def node_schedulable(node: client.V1Node) -> bool:
+    """Ready, untainted (the node controller taints not-ready nodes) and not cordoned."""
+    status, spec = node.status or client.V1NodeStatus(), node.spec or client.V1NodeSpec()
+    ready = any(c.type == "Ready" and c.status == "True" for c in status.conditions or [])
+    return ready and not spec.taints and not spec.unschedulable
+
+
+def _schedulable_by_name(core: client.CoreV1Api, name: str) -> bool:
+    return node_schedulable(core.read_node(name))

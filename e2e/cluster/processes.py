@@ -1,0 +1,130 @@
+"""Child processes of the local control plane: each in its own process group, logging to a file."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    if not path.exists():
+        return f"(no log at {path})"
+    with path.open("rb") as f:
+        f.seek(0, os.SEEK_END)
+        f.seek(max(0, f.tell() - 256 * 1024))
+        text = f.read().decode("utf-8", errors="replace")
+    return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass
+class ManagedProcess:
+    """One started component. stop() signals only the process group this object created."""
+
+    name: str
+    argv: Sequence[str]
+    log_path: Path
+    env: Mapping[str, str] | None = None
+    cwd: Path | None = None
+    _popen: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            log.write(f"$ {' '.join(self.argv)}\n".encode())
+            log.flush()
+            # start_new_session: the child leads its own process group, so stop() can signal
+            # it and anything it spawned without touching other processes.
+            self._popen = subprocess.Popen(
+                list(self.argv),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=dict(self.env) if self.env is not None else None,
+                cwd=self.cwd,
+                start_new_session=True,
+            )
+
+    @property
+    def pid(self) -> int | None:
+        return self._popen.pid if self._popen else None
+
+    def running(self) -> bool:
+        return self._popen is not None and self._popen.poll() is None
+
+    def exit_code(self) -> int | None:
+        return self._popen.poll() if self._popen else None
+
+    def stop(self, grace: float = 10.0) -> None:
+        popen, self._popen = self._popen, None
+        if popen is None:
+            return
+        pgid = popen.pid  # == the group id: start_new_session made the child its leader
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGTERM)
+        try:
+            popen.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+            popen.wait(timeout=10)
+        # Children that outlived the leader still carry its group id.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+
+    def tail(self, lines: int = 40) -> str:
+        return tail(self.log_path, lines)
+
+
+def wait_until(
+    check: Callable[[], bool],
+    *,
+    timeout: float,
+    what: str,
+    process: ManagedProcess | None = None,
+    interval: float = 0.25,
+) -> None:
+    """Polls check() until true; fails early, with the log tail, if `process` died meanwhile."""
+    deadline = time.monotonic() + timeout
+    last_error: BaseException | None = None
+    while True:
+        if process is not None and not process.running():
+            raise RuntimeError(
+                f"{process.name} exited (code {process.exit_code()}) while waiting for {what}; "
+                f"last lines of {process.log_path}:\n{process.tail()}"
+            )
+        try:
+            if check():
+                return
+        except Exception as e:  # the thing waited on is not up yet
+            last_error = e
+        if time.monotonic() >= deadline:
+            detail = f" (last error: {last_error!r})" if last_error else ""
+            logs = f"\nlast lines of {process.log_path}:\n{process.tail()}" if process else ""
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}{detail}{logs}")
+        time.sleep(interval)
+
+
+def http_ok(url: str, context: ssl.SSLContext | None = None, expect: bytes | None = None) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5, context=context) as resp:
+            body: bytes = resp.read()
+            return resp.status == 200 and (expect is None or expect in body)
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return False

@@ -1,0 +1,233 @@
+"""Tekton Pipelines on a test cluster: CRDs and ConfigMaps read from the Go module cache, and
+the controller run out of cluster (kwok never pulls images, so only names are needed)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from .processes import ManagedProcess, free_port, http_ok, wait_until
+from .versions import find_binary, read_versions
+
+if TYPE_CHECKING:
+    from .handle import ClusterHandle
+
+NAMESPACE = "tekton-pipelines"
+FEATURE_FLAGS = "feature-flags"
+# Tekton's own affinity assistant would fight ours; tests opt in explicitly.
+DEFAULT_FEATURE_FLAGS = {"coschedule": "disabled"}
+MODULE = "github.com/tektoncd/pipeline"
+FAKE_IMAGE = "registry.invalid/tekton-coscheduler-e2e/{}:never-pulled"
+IMAGE_FLAGS = (
+    "entrypoint-image",
+    "nop-image",
+    "sidecarlogresults-image",
+    "workingdirinit-image",
+    "shell-image",
+    "shell-image-win",
+)
+CRD_GROUP_SUFFIX = "tekton.dev"
+
+
+@functools.cache
+def module_dir(version: str | None = None) -> Path:
+    """Where the Go module cache holds github.com/tektoncd/pipeline at the pinned version."""
+    version = version or read_versions()["TEKTON_PIPELINE_VERSION"]
+    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"}
+    with tempfile.TemporaryDirectory() as cwd:  # outside any module: no go.mod interferes
+        out = subprocess.run(
+            ["go", "mod", "download", "-json", f"{MODULE}@{version}"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=cwd,
+            timeout=600,
+        )
+    if out.returncode != 0:
+        raise RuntimeError(f"go mod download {MODULE}@{version} failed:\n{out.stdout}{out.stderr}")
+    return Path(json.loads(out.stdout)["Dir"])
+
+
+def _docs(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def crds() -> list[dict[str, Any]]:
+    out = []
+    for path in sorted((module_dir() / "config" / "300-crds").glob("*.yaml")):
+        for doc in _docs(path):
+            # The conversion webhook is Tekton's webhook Deployment, which does not run here;
+            # tests use tekton.dev/v1 only, the storage version, so no conversion is needed.
+            doc["spec"]["conversion"] = {"strategy": "None"}
+            out.append(doc)
+    return out
+
+
+def config_maps(feature_flags: Mapping[str, str] | None) -> list[dict[str, Any]]:
+    out = []
+    for path in sorted((module_dir() / "config").glob("config-*.yaml")):
+        for doc in _docs(path):
+            if doc.get("kind") != "ConfigMap":
+                continue
+            doc["metadata"]["namespace"] = NAMESPACE
+            data = doc.setdefault("data", {}) or {}
+            doc["data"] = data
+            name = doc["metadata"]["name"]
+            if name == FEATURE_FLAGS:
+                data.update(DEFAULT_FEATURE_FLAGS)
+                data.update(feature_flags or {})
+            if name == "config-observability":
+                data["metrics-protocol"] = "none"  # no metrics server fighting for a fixed port
+                data["tracing-protocol"] = "none"
+            out.append(doc)
+    return out
+
+
+def _create_or_replace_crd(ext: client.ApiextensionsV1Api, crd: dict[str, Any]) -> None:
+    # create, not client-side apply: the TaskRun CRD is larger than the 256 KiB annotation limit.
+    try:
+        ext.create_custom_resource_definition(crd)
+    except ApiException as e:
+        if e.status != 409:
+            raise
+        current = ext.read_custom_resource_definition(crd["metadata"]["name"])
+        crd["metadata"]["resourceVersion"] = current.metadata.resource_version
+        ext.replace_custom_resource_definition(crd["metadata"]["name"], crd)
+
+
+def _create_or_replace_cm(core: client.CoreV1Api, cm: dict[str, Any]) -> None:
+    try:
+        core.create_namespaced_config_map(NAMESPACE, cm)
+    except ApiException as e:
+        if e.status != 409:
+            raise
+        core.replace_namespaced_config_map(cm["metadata"]["name"], NAMESPACE, cm)
+
+
+def deployed_in_cluster(cluster: ClusterHandle) -> bool:
+    """True where Tekton runs as a Deployment (kind, a real cluster), not as our local process."""
+    with cluster.api_client() as api:
+        try:
+            client.AppsV1Api(api).read_namespaced_deployment(
+                "tekton-pipelines-controller", NAMESPACE
+            )
+        except ApiException as e:
+            if e.status == 404:
+                return False
+            raise
+    return True
+
+
+def configure(cluster: ClusterHandle, feature_flags: Mapping[str, str] | None) -> None:
+    """(Re)writes Tekton's ConfigMaps; the running controller picks the change up by watch."""
+    with cluster.api_client() as api:
+        core = client.CoreV1Api(api)
+        for cm in config_maps(feature_flags):
+            _create_or_replace_cm(core, cm)
+
+
+def install(cluster: ClusterHandle, feature_flags: Mapping[str, str] | None) -> None:
+    with cluster.api_client() as api:
+        ext = client.ApiextensionsV1Api(api)
+        names = []
+        for crd in crds():
+            _create_or_replace_crd(ext, crd)
+            names.append(crd["metadata"]["name"])
+
+        def established() -> bool:
+            for name in names:
+                conds = ext.read_custom_resource_definition(name).status.conditions or []
+                if not any(c.type == "Established" and c.status == "True" for c in conds):
+                    return False
+            return True
+
+        cluster.wait_for(established, timeout=60, what="Tekton CRDs Established")
+        core = client.CoreV1Api(api)
+        try:
+            core.create_namespace({"metadata": {"name": NAMESPACE}})
+        except ApiException as e:
+            if e.status != 409:
+                raise
+    configure(cluster, feature_flags)
+
+
+def controller_process(cluster: ClusterHandle, logs_dir: Path) -> tuple[ManagedProcess, int]:
+    """The controller as its config/controller.yaml runs it, pointed at the cluster's kubeconfig."""
+    probes_port = free_port()
+    argv = [
+        str(find_binary("tekton-controller")),
+        f"-kubeconfig={cluster.kubeconfig}",
+        "-disable-ha",
+    ]
+    for flag in IMAGE_FLAGS:  # every image flag must be non-empty or the controller exits
+        argv += [f"-{flag}", FAKE_IMAGE.format(flag.removesuffix("-image"))]
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(cluster.kubeconfig),
+        "SYSTEM_NAMESPACE": NAMESPACE,
+        "KUBERNETES_MIN_VERSION": "v1.28.0",
+        "CONFIG_DEFAULTS_NAME": "config-defaults",
+        "CONFIG_LOGGING_NAME": "config-logging",
+        "CONFIG_OBSERVABILITY_NAME": "config-observability",
+        "CONFIG_FEATURE_FLAGS_NAME": FEATURE_FLAGS,
+        "CONFIG_LEADERELECTION_NAME": "config-leader-election-controller",
+        "CONFIG_SPIRE": "config-spire",
+        "METRICS_DOMAIN": "tekton.dev/pipeline",
+        "PROBES_PORT": str(probes_port),
+        "PROFILING_PORT": str(free_port()),
+    }
+    proc = ManagedProcess("tekton-controller", argv, logs_dir / "tekton-controller.log", env=env)
+    return proc, probes_port
+
+
+def wait_ready(
+    cluster: ClusterHandle, proc: ManagedProcess, probes_port: int, timeout: float = 120
+) -> None:
+    """Probes answer first; a TaskRun that gets reconciled shows the informers and RBAC work."""
+    wait_until(
+        lambda: http_ok(f"http://127.0.0.1:{probes_port}/health"),
+        timeout=timeout,
+        what="Tekton controller probes",
+        process=proc,
+    )
+    ns = f"tekton-smoke-{uuid.uuid4().hex[:6]}"
+    with cluster.api_client() as api:
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": ns}})
+        crs = client.CustomObjectsApi(api)
+        body = {
+            "apiVersion": "tekton.dev/v1",
+            "kind": "TaskRun",
+            "metadata": {"name": "smoke", "namespace": ns},
+            "spec": {
+                "taskSpec": {"steps": [{"name": "noop", "image": "busybox", "script": "true"}]}
+            },
+        }
+
+        def created() -> bool:
+            crs.create_namespaced_custom_object("tekton.dev", "v1", ns, "taskruns", body)
+            return True
+
+        # The namespace's default ServiceAccount may not exist yet; creation is then retried.
+        cluster.wait_for(created, timeout=30, what="creating the smoke TaskRun")
+
+        def reconciled() -> bool:
+            if not proc.running():
+                raise RuntimeError(f"Tekton controller exited:\n{proc.tail()}")
+            tr = crs.get_namespaced_custom_object("tekton.dev", "v1", ns, "taskruns", "smoke")
+            return bool(tr.get("status", {}).get("conditions"))
+
+        cluster.wait_for(
+            reconciled, timeout=timeout, what="Tekton controller to reconcile a TaskRun"
+        )
+        client.CoreV1Api(api).delete_namespace(ns)

@@ -1,0 +1,92 @@
+"""Pinned versions (e2e/versions.env) and where e2e/build.sh puts the binaries."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+VERSIONS_FILE = Path(__file__).resolve().parent.parent / "versions.env"
+BUILD_SCRIPT = VERSIONS_FILE.parent / "build.sh"
+
+
+def read_versions(path: Path = VERSIONS_FILE) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, _, value = line.partition("=")
+            out[key.strip()] = value.strip().strip("'\"")
+    return out
+
+
+def cache_dir() -> Path:
+    default = Path.home() / ".cache" / "tekton-coscheduler"
+    return Path(os.environ.get("TEKTON_COSCHEDULER_CACHE") or default)
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str  # as e2e/build.sh calls it
+    version_key: str
+    binaries: tuple[str, ...]
+    version_probe: tuple[str, ...]  # argv suffix whose output contains the version, if any
+
+
+COMPONENTS = {
+    "etcd": Component("etcd", "ETCD_VERSION", ("etcd",), ("--version",)),
+    "kubernetes": Component(
+        "kubernetes",
+        "KUBERNETES_VERSION",
+        ("kube-apiserver", "kube-controller-manager", "kube-scheduler"),
+        ("--version",),
+    ),
+    "kwok": Component("kwok", "KWOK_VERSION", ("kwok",), ("--version",)),
+    "tekton": Component("tekton", "TEKTON_PIPELINE_VERSION", ("tekton-controller",), ()),
+}
+COMPONENT_OF = {b: c for c in COMPONENTS.values() for b in c.binaries}
+
+
+class BinaryNotFound(FileNotFoundError):
+    pass
+
+
+def _reports_version(path: str, component: Component, version: str) -> bool:
+    if not component.version_probe:
+        return False
+    try:
+        out = subprocess.run(
+            [path, *component.version_probe], capture_output=True, text=True, timeout=20
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return version in out or version.lstrip("v") in out
+
+
+def find_binary(name: str) -> Path:
+    """TEKTON_COSCHEDULER_BIN_DIR as is, then the build cache, then PATH at the pinned version."""
+    component = COMPONENT_OF[name]
+    version = read_versions()[component.version_key]
+    bin_dir = os.environ.get("TEKTON_COSCHEDULER_BIN_DIR")
+    if bin_dir and (Path(bin_dir) / name).is_file():
+        return Path(bin_dir) / name
+    cached = cache_dir() / "bin" / f"{component.name}-{version}" / name
+    if cached.is_file() and (cached.parent / ".stamp").is_file():
+        return cached
+    on_path = shutil.which(name)
+    if on_path and _reports_version(on_path, component, version):
+        return Path(on_path)
+    raise BinaryNotFound(
+        f"{name} {version} not found (looked in TEKTON_COSCHEDULER_BIN_DIR, {cached}, PATH); "
+        f"build it with: {BUILD_SCRIPT} {component.name}"
+    )
+
+
+def have_binary(name: str) -> bool:
+    try:
+        find_binary(name)
+    except BinaryNotFound:
+        return False
+    return True
