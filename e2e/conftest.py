@@ -21,7 +21,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--backend",
         choices=[b.value for b in Backend],
         default=os.environ.get("E2E_BACKEND", Backend.LOCAL.value),
-        help="what runs the e2e cluster: local processes (default), the current kubeconfig, or kind",
+        help="what runs the e2e cluster: local processes (default), current kubeconfig, kind",
     )
 
 

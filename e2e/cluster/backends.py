@@ -36,7 +36,9 @@ class ExistingCluster(ClusterHandle):
     def start(self) -> ExistingCluster:
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         cfg = client.Configuration()
-        config.load_kube_config(config_file=str(self.kubeconfig), client_configuration=cfg)
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=str(self.kubeconfig), client_configuration=cfg
+        )
         self.server = cfg.host
         with self.api_client() as api:
             client.VersionApi(api).get_code()  # fails fast when the cluster is unreachable

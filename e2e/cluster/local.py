@@ -22,7 +22,9 @@ SERVICE_CIDR = "10.96.0.0/16"
 
 
 class LocalCluster(ClusterHandle):
-    """Starts the control plane in start() (or `with LocalCluster() as c:`); stop() is idempotent."""
+    """The control plane, started by start() or `with LocalCluster() as c:`.
+
+    stop() kills exactly the process groups started here and may be called twice."""
 
     backend = "local"
 

@@ -94,7 +94,7 @@ def config_maps(feature_flags: Mapping[str, str] | None) -> list[dict[str, Any]]
     return out
 
 
-def _create_or_replace_crd(ext: client.ApiextensionsV1Api, crd: dict[str, Any]) -> None:
+def _create_or_replace_crd(ext: client.ApiextensionsV1Api, crd: Any) -> None:
     # create, not client-side apply: the TaskRun CRD is larger than the 256 KiB annotation limit.
     try:
         ext.create_custom_resource_definition(crd)
@@ -102,11 +102,13 @@ def _create_or_replace_crd(ext: client.ApiextensionsV1Api, crd: dict[str, Any]) 
         if e.status != 409:
             raise
         current = ext.read_custom_resource_definition(crd["metadata"]["name"])
-        crd["metadata"]["resourceVersion"] = current.metadata.resource_version
+        crd["metadata"]["resourceVersion"] = (
+            current.metadata or client.V1ObjectMeta()
+        ).resource_version
         ext.replace_custom_resource_definition(crd["metadata"]["name"], crd)
 
 
-def _create_or_replace_cm(core: client.CoreV1Api, cm: dict[str, Any]) -> None:
+def _create_or_replace_cm(core: client.CoreV1Api, cm: Any) -> None:
     try:
         core.create_namespaced_config_map(NAMESPACE, cm)
     except ApiException as e:
@@ -147,7 +149,8 @@ def install(cluster: ClusterHandle, feature_flags: Mapping[str, str] | None) -> 
 
         def established() -> bool:
             for name in names:
-                conds = ext.read_custom_resource_definition(name).status.conditions or []
+                status = ext.read_custom_resource_definition(name).status
+                conds = (status.conditions if status else None) or []
                 if not any(c.type == "Established" and c.status == "True" for c in conds):
                     return False
             return True
@@ -155,7 +158,7 @@ def install(cluster: ClusterHandle, feature_flags: Mapping[str, str] | None) -> 
         cluster.wait_for(established, timeout=60, what="Tekton CRDs Established")
         core = client.CoreV1Api(api)
         try:
-            core.create_namespace({"metadata": {"name": NAMESPACE}})
+            core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=NAMESPACE)))
         except ApiException as e:
             if e.status != 409:
                 raise
@@ -203,7 +206,9 @@ def wait_ready(
     )
     ns = f"tekton-smoke-{uuid.uuid4().hex[:6]}"
     with cluster.api_client() as api:
-        client.CoreV1Api(api).create_namespace({"metadata": {"name": ns}})
+        client.CoreV1Api(api).create_namespace(
+            client.V1Namespace(metadata=client.V1ObjectMeta(name=ns))
+        )
         crs = client.CustomObjectsApi(api)
         body = {
             "apiVersion": "tekton.dev/v1",
@@ -224,7 +229,7 @@ def wait_ready(
         def reconciled() -> bool:
             if not proc.running():
                 raise RuntimeError(f"Tekton controller exited:\n{proc.tail()}")
-            tr = crs.get_namespaced_custom_object("tekton.dev", "v1", ns, "taskruns", "smoke")
+            tr: Any = crs.get_namespaced_custom_object("tekton.dev", "v1", ns, "taskruns", "smoke")
             return bool(tr.get("status", {}).get("conditions"))
 
         cluster.wait_for(
