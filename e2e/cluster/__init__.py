@@ -1,7 +1,13 @@
 """A real Kubernetes control plane for the e2e suite and the demo (see e2e/build.sh)."""
 
 from .backends import Backend, ExistingCluster, KindCluster, open_cluster
-from .handle import FAKE_NODE_ANNOTATION, LOCAL_STORAGE_CLASS, ClusterHandle, node_schedulable
+from .handle import (
+    FAKE_NODE_ANNOTATION,
+    LOCAL_STORAGE_CLASS,
+    ClusterHandle,
+    as_dict,
+    node_schedulable,
+)
 from .local import LocalCluster
 from .pki import issue_cert, load_ca
 from .versions import BinaryNotFound, find_binary, have_binary, read_versions
@@ -15,6 +21,7 @@ __all__ = [
     "ExistingCluster",
     "KindCluster",
     "LocalCluster",
+    "as_dict",
     "find_binary",
     "have_binary",
     "issue_cert",

@@ -299,3 +299,9 @@ def node_schedulable(node: client.V1Node) -> bool:
 
 def _schedulable_by_name(core: client.CoreV1Api, name: str) -> bool:
     return node_schedulable(core.read_node(name))
+
+
+def as_dict(obj: object) -> dict[str, Any]:
+    """A client model as the plain camelCase dict the API speaks (easy to read in tests)."""
+    out: dict[str, Any] = client.ApiClient().sanitize_for_serialization(obj)  # type: ignore[no-untyped-call]
+    return out

@@ -1,0 +1,147 @@
+"""Objects shaped like the ones Tekton v1.x and the API server produce."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from typing import Any
+
+RUN_UID = "6f1d0c2a-3b4e-4f5a-8b9c-0d1e2f3a4b5c"
+
+
+def pipelinerun(
+    name: str = "build-42",
+    namespace: str = "team-a",
+    uid: str = RUN_UID,
+    *,
+    workspaces: list[dict[str, Any]] | None = None,
+    succeeded: str | None = "Unknown",
+    spec_status: str | None = None,
+    annotations: dict[str, str] | None = None,
+    pod_template: dict[str, Any] | None = None,
+    task_run_specs: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "pipelineRef": {"name": "fan-out-in"},
+        "workspaces": workspaces
+        if workspaces is not None
+        else [{"name": "shared", "persistentVolumeClaim": {"claimName": "source"}}],
+    }
+    if spec_status:
+        spec["status"] = spec_status
+    if pod_template is not None:
+        spec["taskRunTemplate"] = {"podTemplate": pod_template}
+    if task_run_specs is not None:
+        spec["taskRunSpecs"] = task_run_specs
+    body: dict[str, Any] = {
+        "apiVersion": "tekton.dev/v1",
+        "kind": "PipelineRun",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid,
+            "creationTimestamp": "2026-11-22T03:00:00Z",
+            "generation": 1,
+            "annotations": annotations or {},
+        },
+        "spec": spec,
+        "status": {},
+    }
+    if succeeded is not None:
+        body["status"]["conditions"] = [
+            {"type": "Succeeded", "status": succeeded, "reason": "Running"}
+        ]
+    return body
+
+
+def taskrun_pod(
+    run: str = "build-42",
+    run_uid: str | None = RUN_UID,
+    task: str = "compile",
+    namespace: str = "team-a",
+    *,
+    affinity: dict[str, Any] | None = None,
+    annotations: dict[str, str] | None = None,
+    claim: str = "source",
+) -> dict[str, Any]:
+    """A TaskRun pod as Tekton's pod builder makes it (labels, ws- volume, step containers)."""
+    taskrun = f"{run}-{task}"
+    labels = {
+        "app.kubernetes.io/managed-by": "tekton-pipelines",
+        "tekton.dev/pipeline": "fan-out-in",
+        "tekton.dev/pipelineRun": run,
+        "tekton.dev/pipelineTask": task,
+        "tekton.dev/taskRun": taskrun,
+        "tekton.dev/memberOf": "tasks",
+        "tekton.dev/taskRunUID": str(uuid.uuid4()),
+    }
+    if run_uid:
+        labels["tekton.dev/pipelineRunUID"] = run_uid
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "serviceAccountName": "default",
+        "initContainers": [
+            {
+                "name": "prepare",
+                "image": "ghcr.io/tektoncd/pipeline/entrypoint:v1.15.0",
+                "command": ["/ko-app/entrypoint", "init", "/ko-app/entrypoint", "/tekton/bin/entrypoint"],
+                "volumeMounts": [{"name": "tekton-internal-bin", "mountPath": "/tekton/bin"}],
+            }
+        ],
+        "containers": [
+            {
+                "name": "step-build",
+                "image": "busybox",
+                "command": ["/tekton/bin/entrypoint"],
+                "args": ["-post_file", "/tekton/run/0/out", "--", "sh", "-c", "make"],
+                "volumeMounts": [{"name": "ws-k7x2p", "mountPath": "/workspace/shared"}],
+            }
+        ],
+        "volumes": [
+            {"name": "tekton-internal-bin", "emptyDir": {}},
+            {"name": "ws-k7x2p", "persistentVolumeClaim": {"claimName": claim}},
+        ],
+    }
+    if affinity is not None:
+        spec["affinity"] = copy.deepcopy(affinity)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{taskrun}-pod",
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": annotations or {"pipeline.tekton.dev/release": "v1.15.0"},
+            "ownerReferences": [
+                {"apiVersion": "tekton.dev/v1", "kind": "TaskRun", "name": taskrun,
+                 "uid": str(uuid.uuid4()), "controller": True, "blockOwnerDeletion": True}
+            ],
+        },
+        "spec": spec,
+    }
+
+
+def admission_review(
+    obj: dict[str, Any], *, operation: str = "CREATE", uid: str | None = None,
+    kind: str = "Pod", group: str = "",
+) -> dict[str, Any]:
+    meta = obj.get("metadata", {})
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid or str(uuid.uuid4()),
+            "kind": {"group": group, "version": "v1", "kind": kind},
+            "resource": {"group": group, "version": "v1", "resource": "pods"},
+            "requestKind": {"group": group, "version": "v1", "kind": kind},
+            "requestResource": {"group": group, "version": "v1", "resource": "pods"},
+            "name": meta.get("name", ""),
+            "namespace": meta.get("namespace", ""),
+            "operation": operation,
+            "userInfo": {"username": "system:serviceaccount:tekton-pipelines:tekton-pipelines-controller"},
+            "object": obj,
+            "oldObject": None,
+            "dryRun": False,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
+        },
+    }
