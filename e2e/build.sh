@@ -153,6 +153,26 @@ EOF
   log "kubernetes: wrapper module with $(echo "$staging" | wc -w) staging replaces at $staging_version"
 }
 
+# Not `go install ...@version`: that looks up the module's version list for deprecation notices,
+# and proxy.golang.org answers 403 for github.com/tektoncd/pipeline/@v/list. A wrapper module
+# resolves to the same versions (its only requirement is Tekton's own, tidy, go.mod).
+write_tekton_wrapper() { # dir
+  cat >"$1/go.mod" <<EOF
+module tekton-coscheduler.local/tekton
+
+go 1.26.4
+
+require github.com/tektoncd/pipeline $TEKTON_PIPELINE_VERSION
+EOF
+  cat >"$1/tools.go" <<'EOF'
+//go:build tools
+
+package tools
+
+import _ "github.com/tektoncd/pipeline/cmd/controller"
+EOF
+}
+
 kubernetes_ldflags() {
   local v=$KUBERNETES_VERSION major minor date flags="-s -w" pkg
   major=${v#v}; major=${major%%.*}
@@ -228,11 +248,10 @@ build() { # comp
         die "kwok: build failed, see $LOGFILE"
       ;;
     tekton)
-      tmpbin=$(mktemp -d)
-      run_measured tekton env GOBIN="$tmpbin" go install -v -trimpath -ldflags '-s -w' \
-          "github.com/tektoncd/pipeline/cmd/controller@$version" || die "tekton: build failed, see $LOGFILE"
-      mv "$tmpbin/controller" "$dir/tekton-controller"
-      rmdir "$tmpbin"
+      write_tekton_wrapper "$src"
+      (cd "$src" && go mod tidy) >>"$LOGFILE" 2>&1 || die "tekton: go mod tidy failed, see $LOGFILE"
+      run_measured tekton sh -c "cd '$src' && go build -v -trimpath -ldflags '-s -w' -o '$dir/tekton-controller' \
+          github.com/tektoncd/pipeline/cmd/controller" || die "tekton: build failed, see $LOGFILE"
       ;;
   esac
   {
