@@ -12,6 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from e2e.cluster import Backend, BinaryNotFound, ClusterHandle, have_binary, open_cluster
+from e2e.cluster import tekton as tekton_cluster
+from e2e.coscheduler import Coscheduler, install_crds
 
 _CLUSTER_KEY = pytest.StashKey[ClusterHandle]()
 
@@ -67,3 +69,33 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.failed and handle is not None:  # type: ignore[attr-defined]
         report.sections.append(("control plane logs", handle.log_tails(30)))  # type: ignore[attr-defined]
     return report
+
+
+# -- tekton-coscheduler on the cluster ------------------------------------------------------
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests with hand-made runs first: once the real Tekton controller runs, it would act on
+    them (and fail them, since their Pipelines do not exist)."""
+    items.sort(key=lambda item: "tekton" in getattr(item, "fixturenames", ()))
+
+
+@pytest.fixture(scope="session")
+def nodes(cluster: ClusterHandle) -> list[str]:
+    """Four fake nodes for the coscheduling scenarios, in two zones."""
+    return cluster.add_nodes(4, prefix="co")
+
+
+@pytest.fixture(scope="session")
+def coscheduler(cluster: ClusterHandle, nodes: list[str]) -> Iterator[Coscheduler]:
+    """tekton-coscheduler running on the host, its webhook registered with the API server."""
+    tekton_cluster.install(cluster, None)  # Tekton's CRDs and ConfigMaps (coschedule: disabled)
+    install_crds(cluster)
+    operator = Coscheduler(cluster)
+    operator.start()
+    operator.register_webhook()
+    try:
+        yield operator
+    finally:
+        operator.unregister_webhook()
+        operator.stop()

@@ -1,0 +1,155 @@
+"""tekton-coscheduler as a host process against a test cluster, its webhook called by the real
+kube-apiserver through a MutatingWebhookConfiguration registered by URL on 127.0.0.1."""
+
+from __future__ import annotations
+
+import base64
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trustme
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from controller import names, webhook
+from e2e.cluster import ClusterHandle
+from e2e.cluster.processes import ManagedProcess, free_port, http_ok, wait_until
+
+REPO = Path(__file__).resolve().parent.parent
+WEBHOOK_NAME = "tekton-coscheduler-e2e"
+
+
+def install_crds(cluster: ClusterHandle) -> None:
+    with cluster.api_client() as api:
+        ext = client.ApiextensionsV1Api(api)
+        for path in sorted((REPO / "crds").glob("*.yaml")):
+            crd = yaml.safe_load(path.read_text())
+            try:
+                ext.create_custom_resource_definition(crd)
+            except ApiException as e:
+                if e.status != 409:
+                    raise
+        cluster.wait_for(
+            lambda: all(
+                any(c.type == "Established" and c.status == "True"
+                    for c in (ext.read_custom_resource_definition(
+                        yaml.safe_load(p.read_text())["metadata"]["name"]).status.conditions or []))
+                for p in (REPO / "crds").glob("*.yaml")),
+            timeout=30, what="our CRDs established")
+
+
+@dataclass
+class Coscheduler:
+    """The operator process; restartable, so tests can kill it mid-run."""
+
+    cluster: ClusterHandle
+    env_overrides: Mapping[str, str] = field(default_factory=dict)
+    process: ManagedProcess | None = None
+
+    def __post_init__(self) -> None:
+        self.dir = self.cluster.logs_dir / "coscheduler"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.ca = trustme.CA()
+        cert = self.ca.issue_cert("127.0.0.1", "localhost")
+        self.cert, self.key = self.dir / "tls.crt", self.dir / "tls.key"
+        cert.cert_chain_pems[0].write_to_path(str(self.cert))
+        cert.private_key_pem.write_to_path(str(self.key))
+        self.webhook_port, self.health_port, self.metrics_port = free_port(), free_port(), free_port()
+        self.restarts = 0
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("COSCHEDULER_")}
+        env.update({
+            "KUBECONFIG": str(self.cluster.kubeconfig),
+            "COSCHEDULER_WEBHOOK_HOST": "127.0.0.1",
+            "COSCHEDULER_WEBHOOK_PORT": str(self.webhook_port),
+            "COSCHEDULER_WEBHOOK_CERT_FILE": str(self.cert),
+            "COSCHEDULER_WEBHOOK_KEY_FILE": str(self.key),
+            "COSCHEDULER_METRICS_HOST": "127.0.0.1",
+            "COSCHEDULER_HEALTH_PORT": str(self.health_port),
+            "COSCHEDULER_METRICS_PORT": str(self.metrics_port),
+            "COSCHEDULER_LOG_LEVEL": "DEBUG",
+            "COSCHEDULER_RESYNC_INTERVAL": "5",
+            "COSCHEDULER_BALLOON_STUCK_AFTER": "5",
+            **self.env_overrides,
+        })
+        return env
+
+    def start(self) -> None:
+        exe = Path(sys.executable).with_name("tekton-coscheduler")
+        argv = [str(exe), "run"] if exe.exists() else [sys.executable, "-m", "controller", "run"]
+        self.process = ManagedProcess(f"coscheduler-{self.restarts}", argv,
+                                      self.cluster.logs_dir / f"coscheduler-{self.restarts}.log",
+                                      env=self.env(), cwd=REPO)
+        self.restarts += 1
+        self.process.start()
+        wait_until(lambda: http_ok(f"http://127.0.0.1:{self.health_port}/readyz"),
+                   timeout=60, what="tekton-coscheduler /readyz", process=self.process)
+
+    def stop(self, grace: float = 10.0) -> None:
+        if self.process is not None:
+            self.process.stop(grace)
+            self.process = None
+
+    def kill(self) -> None:
+        """SIGKILL: no chance to clean up, as in a node failure."""
+        self.stop(grace=0)
+
+    def log(self, lines: int = 60) -> str:
+        return self.process.tail(lines) if self.process else ""
+
+    def webhook_configuration(self) -> dict[str, Any]:
+        return {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": WEBHOOK_NAME},
+            "webhooks": [{
+                "name": "pods.tekton-coscheduler.dev",
+                "admissionReviewVersions": ["v1"],
+                "clientConfig": {
+                    "url": f"https://127.0.0.1:{self.webhook_port}{webhook.PATH}",
+                    "caBundle": base64.b64encode(self.ca.cert_pem.bytes()).decode(),
+                },
+                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                           "resources": ["pods"], "scope": "Namespaced"}],
+                "namespaceSelector": {"matchLabels": {names.NAMESPACE_LABEL: "true"}},
+                "objectSelector": {"matchExpressions": [
+                    {"key": "tekton.dev/pipelineRun", "operator": "Exists"}]},
+                "sideEffects": "None",
+                "failurePolicy": "Fail",
+                "reinvocationPolicy": "IfNeeded",
+                "timeoutSeconds": 5,
+            }],
+        }
+
+    def register_webhook(self) -> None:
+        body = self.webhook_configuration()
+        with self.cluster.api_client() as api:
+            reg = client.AdmissionregistrationV1Api(api)
+            try:
+                reg.create_mutating_webhook_configuration(body)
+            except ApiException as e:
+                if e.status != 409:
+                    raise
+                current = reg.read_mutating_webhook_configuration(WEBHOOK_NAME)
+                body["metadata"]["resourceVersion"] = current.metadata.resource_version
+                reg.replace_mutating_webhook_configuration(WEBHOOK_NAME, body)
+
+    def unregister_webhook(self) -> None:
+        with self.cluster.api_client() as api:
+            try:
+                client.AdmissionregistrationV1Api(api).delete_mutating_webhook_configuration(WEBHOOK_NAME)
+            except ApiException as e:
+                if e.status != 404:
+                    raise
+
+
