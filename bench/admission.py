@@ -62,20 +62,26 @@ def handler_latency(payloads: list[bytes]) -> list[float]:
     return samples
 
 
-async def client(url: str, ctx: ssl.SSLContext, payloads: list[bytes], concurrency: int) -> list[float]:
+async def client(
+    url: str, ctx: ssl.SSLContext, payloads: list[bytes], concurrency: int
+) -> list[float]:
     samples: list[float] = []
     queue = list(reversed(payloads))
     connector = aiohttp.TCPConnector(limit=concurrency, ssl=ctx)
     async with aiohttp.ClientSession(connector=connector) as session:
+
         async def worker() -> None:
             while queue:
                 body = queue.pop()
                 start = time.perf_counter()
-                async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as r:
+                async with session.post(
+                    url, data=body, headers={"Content-Type": "application/json"}
+                ) as r:
                     await r.read()
                     if r.status != 200:
                         raise RuntimeError(f"status {r.status}")
                 samples.append(time.perf_counter() - start)
+
         await asyncio.gather(*(worker() for _ in range(concurrency)))
     return samples
 
@@ -100,8 +106,10 @@ def main() -> None:
     payloads = bodies(args.requests)
 
     handler = handler_latency(payloads)
-    print(f"handler (in process): p50 {pct(handler, .5):.3f} ms  p99 {pct(handler, .99):.3f} ms  "
-          f"max {max(handler) * 1000:.3f} ms  over {len(handler)} requests")
+    print(
+        f"handler (in process): p50 {pct(handler, 0.5):.3f} ms  p99 {pct(handler, 0.99):.3f} ms  "
+        f"max {max(handler) * 1000:.3f} ms  over {len(handler)} requests"
+    )
 
     with tempfile.TemporaryDirectory() as tmp:
         ca = trustme.CA()
@@ -114,8 +122,16 @@ def main() -> None:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         server = subprocess.Popen(
-            [sys.executable, "-m", "bench.webhook_server", f"{tmp}/tls.crt", f"{tmp}/tls.key", str(port)],
-            cwd=Path(__file__).resolve().parent.parent, env={**os.environ},
+            [
+                sys.executable,
+                "-m",
+                "bench.webhook_server",
+                f"{tmp}/tls.crt",
+                f"{tmp}/tls.key",
+                str(port),
+            ],
+            cwd=Path(__file__).resolve().parent.parent,
+            env={**os.environ},
         )
         try:
             wait_port(port)
@@ -131,9 +147,11 @@ def main() -> None:
         finally:
             server.terminate()
             server.wait(10)
-    print(f"over HTTPS ({args.concurrency} keep-alive connections): p50 {pct(samples, .5):.3f} ms  "
-          f"p99 {pct(samples, .99):.3f} ms  mean {statistics.mean(samples) * 1000:.3f} ms  "
-          f"{len(samples) / elapsed:.0f} requests/s")
+    print(
+        f"over HTTPS ({args.concurrency} keep-alive connections): p50 {pct(samples, 0.5):.3f} ms  "
+        f"p99 {pct(samples, 0.99):.3f} ms  mean {statistics.mean(samples) * 1000:.3f} ms  "
+        f"{len(samples) / elapsed:.0f} requests/s"
+    )
     print(f"server resident memory: {idle:.1f} MiB idle, {loaded:.1f} MiB after the run")
 
 

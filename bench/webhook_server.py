@@ -33,8 +33,14 @@ def main() -> None:
     configure("INFO", "json")  # as in production: one JSON line per patched pod
     tls = webhook.ReloadingTLS(cert, key)
     facts = FixedFacts()
-    web.run_app(webhook.make_app(lambda: facts, Metrics()), host="127.0.0.1", port=port,
-                ssl_context=tls.context, access_log=None, print=None)
+    web.run_app(
+        webhook.make_app(lambda: facts, Metrics()),
+        host="127.0.0.1",
+        port=port,
+        ssl_context=tls.context,
+        access_log=None,
+        print=None,
+    )
 
 
 if __name__ == "__main__":

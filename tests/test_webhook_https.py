@@ -185,7 +185,7 @@ async def test_metrics_count_outcomes(server: Server) -> None:
 async def test_rotated_certificate_is_served_without_restart(server: Server) -> None:
     new_ca = trustme.CA()
     # Files written later than the first pair; force a distinct mtime on coarse filesystems.
-    cert, key = write_cert(new_ca, server.cert_dir)
+    cert, _ = write_cert(new_ca, server.cert_dir)
     stamp = os.stat(cert).st_mtime + 5
     os.utime(cert, (stamp, stamp))
     assert server.tls.reload_if_changed()
