@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from e2e.cluster import Backend, BinaryNotFound, ClusterHandle, have_binary, open_cluster
+from e2e.cluster import Backend, BinaryNotFound, ClusterHandle, open_cluster
 from e2e.cluster import tekton as tekton_cluster
 from e2e.coscheduler import Coscheduler, install_crds
 
@@ -50,9 +50,10 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[ClusterHandle]:
 @pytest.fixture(scope="session")
 def tekton(cluster: ClusterHandle) -> ClusterHandle:
     """The cluster with Tekton Pipelines running (coschedule: disabled). Skips if not built."""
-    if cluster.backend == Backend.LOCAL and not have_binary("tekton-controller"):
-        pytest.skip("the Tekton controller is not built: e2e/build.sh tekton")
-    cluster.start_tekton()
+    try:
+        cluster.start_tekton()
+    except BinaryNotFound as e:
+        pytest.skip(str(e))
     return cluster
 
 

@@ -58,12 +58,13 @@ def test_wait_for_first_consumer_binds_to_the_node_of_the_only_pv(
         core = client.CoreV1Api(api)
         claim: Any = {
             "metadata": {"name": "data"},
-            # no storageClassName: local-wffc is the default class
             "spec": {
                 "accessModes": ["ReadWriteOnce"],
                 "resources": {"requests": {"storage": "1Gi"}},
             },
         }
+        if cluster.backend != "local":  # only the local backend makes local-wffc the default
+            claim["spec"]["storageClassName"] = "local-wffc"
         core.create_namespaced_persistent_volume_claim(namespace, claim)
 
         def pvc() -> dict[str, Any]:

@@ -116,8 +116,8 @@ class ClusterHandle:
             tekton.configure(self, feature_flags)
             self._tekton_ready = True
             return
+        proc, probes_port = tekton.controller_process(self, self.logs_dir)  # binary found first
         tekton.install(self, feature_flags)
-        proc, probes_port = tekton.controller_process(self, self.logs_dir)
         self.processes.append(proc)
         proc.start()
         tekton.wait_ready(self, proc, probes_port)
