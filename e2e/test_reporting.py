@@ -1,0 +1,201 @@
+"""What the operator says, and when it holds back: Events, metrics, policies, Tekton's flag."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from controller import names
+from e2e.cluster import ClusterHandle
+from e2e.cluster import tekton as tekton_cluster
+from e2e.coscheduler import Coscheduler
+from e2e.scenario import Scenario
+
+pytestmark = pytest.mark.e2e
+
+REQ = "requiredDuringSchedulingIgnoredDuringExecution"
+POLICY = ("tekton-coscheduler.dev", "v1alpha1")
+
+
+@pytest.fixture
+def enabled(cluster: ClusterHandle, coscheduler: Coscheduler) -> Iterator[Scenario]:
+    ns = cluster.create_namespace(f"rep-{uuid.uuid4().hex[:6]}", labels={names.NAMESPACE_LABEL: "true"})
+    scenario = Scenario(cluster, ns)
+    yield scenario
+    scenario.close()
+
+
+def metric(coscheduler: Coscheduler, name: str) -> float:
+    text = urllib.request.urlopen(coscheduler.metrics_url, timeout=5).read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and not line.startswith("#"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def wait_event(s: Scenario, reason: str, timeout: float = 30) -> client.CoreV1Event:
+    return s.cluster.wait_for(lambda: s.events(reason), timeout=timeout, what=f"Event {reason}")[0]
+
+
+def policy(s: Scenario, name: str, spec: dict[str, object]) -> None:
+    s.custom.create_namespaced_custom_object(*POLICY, s.ns, "coschedulingpolicies", {
+        "apiVersion": "/".join(POLICY), "kind": "CoschedulingPolicy",
+        "metadata": {"name": name}, "spec": spec})
+
+
+def ready_condition(s: Scenario, name: str) -> dict[str, str] | None:
+    obj = s.custom.get_namespaced_custom_object(*POLICY, s.ns, "coschedulingpolicies", name)
+    conds = (obj.get("status") or {}).get("conditions") or []
+    return next((c for c in conds if c["type"] == "Ready"), None)
+
+
+def test_pod_bound_elsewhere_is_counted_as_misplaced(enabled: Scenario, nodes: list[str],
+                                                    coscheduler: Coscheduler) -> None:
+    s = enabled
+    run = s.run(workspaces=[{"name": "w", "emptyDir": {}}])
+    anchor = s.balloon_node(run)
+    other = next(n for n in nodes if n != anchor)
+    before = metric(coscheduler, "tekton_coscheduler_misplaced_pods_total")
+    pod = s.task_pod(run, "rogue", claims=())
+    assert s.pod_node(pod) == anchor  # the real scheduler honours the term...
+    rogue = s.task_pod(run, "preset", claims=())
+    s.core.delete_namespaced_pod(rogue, s.ns, grace_period_seconds=0)
+    s.cluster.wait_for(lambda: not [p for p in s.core.list_namespaced_pod(s.ns).items
+                                    if p.metadata.name == rogue], timeout=30, what="pod deleted")
+    # ...so a misplaced pod can only come from outside it: a pod created with nodeName set.
+    body = s.pod(pod)
+    for key in ("uid", "resourceVersion", "creationTimestamp", "managedFields"):
+        body["metadata"].pop(key, None)
+    body["metadata"]["name"] = rogue
+    body["metadata"]["labels"]["tekton.dev/taskRunUID"] = str(uuid.uuid4())
+    body["spec"]["nodeName"] = other
+    body.pop("status", None)
+    s.core.create_namespaced_pod(s.ns, body)
+    s.cluster.wait_for(lambda: metric(coscheduler, "tekton_coscheduler_misplaced_pods_total") > before,
+                       timeout=30, what="misplaced pod counted")
+    assert other in wait_event(s, "PodMisplaced").message
+
+
+def test_balloon_no_node_fits_is_said_at_once(enabled: Scenario, coscheduler: Coscheduler) -> None:
+    s = enabled
+    run = s.run(workspaces=[{"name": "w", "emptyDir": {}}], pod_template={"nodeSelector": {"pool": "nowhere"}})
+    event = wait_event(s, "BalloonUnschedulable", timeout=20)
+    assert "node" in event.message and event.type == "Warning"
+    assert metric(coscheduler, 'tekton_coscheduler_balloon_problems_total{reason="unschedulable"}') >= 1
+    # and after a while, again with the why, as the resync sees it still unplaced
+    assert "the run's pods wait" in wait_event(s, "BalloonNotPlaced", timeout=30).message
+    s.finish(run)
+
+
+def test_balloon_refused_by_quota_is_said(enabled: Scenario, coscheduler: Coscheduler) -> None:
+    s = enabled
+    s.core.create_namespaced_resource_quota(s.ns, {"metadata": {"name": "no-statefulsets"},
+                                                   "spec": {"hard": {"count/statefulsets.apps": "0"}}})
+    time.sleep(1)  # quota admission needs the quota in its cache
+    run = s.run(workspaces=[{"name": "w", "emptyDir": {}}])
+    event = wait_event(s, "BalloonCreateFailed")
+    assert "403" in event.message and "quota" in event.message.lower()
+    assert s.balloons(run) == []
+
+
+def test_policy_topology_key_reaches_the_pods_and_status_is_reported(enabled: Scenario, nodes: list[str]) -> None:
+    s = enabled
+    policy(s, "zone", {"topologyKey": "topology.kubernetes.io/zone", "isolation": "none"})
+    s.cluster.wait_for(lambda: (ready_condition(s, "zone") or {}).get("status") == "True",
+                       timeout=20, what="policy Ready=True")
+    policy(s, "second", {"isolation": "required"})
+    cond = s.cluster.wait_for(lambda: ready_condition(s, "second"), timeout=20, what="second policy status")
+    assert (cond["status"], cond["reason"]) == ("False", "Superseded")
+    run = s.run(workspaces=[{"name": "w", "emptyDir": {}}])
+    anchor = s.balloon_node(run)
+    zone = s.core.read_node(anchor).metadata.labels["topology.kubernetes.io/zone"]
+
+    def patched_term() -> list[dict[str, object]] | None:
+        pod = s.task_pod(run, f"t{uuid.uuid4().hex[:4]}", claims=())
+        return s.pod(pod)["spec"]["affinity"]["podAffinity"][REQ]
+
+    terms = s.cluster.wait_for(patched_term, timeout=10, what="pod with a term")
+    assert terms[0]["topologyKey"] == "topology.kubernetes.io/zone"
+    pods = [p for p in s.core.list_namespaced_pod(s.ns, label_selector="tekton.dev/taskRun").items]
+    bound = [s.pod_node(p.metadata.name) for p in pods]
+    assert {s.core.read_node(n).metadata.labels["topology.kubernetes.io/zone"] for n in bound} == {zone}
+
+
+def test_isolation_required_keeps_two_runs_apart(enabled: Scenario, nodes: list[str]) -> None:
+    s = enabled
+    policy(s, "apart", {"isolation": "required"})
+    s.cluster.wait_for(lambda: (ready_condition(s, "apart") or {}).get("status") == "True",
+                       timeout=20, what="policy Ready=True")
+    time.sleep(1)  # the operator's view of policies is fed by its own watch
+    runs = [s.run(name=f"r{i}", workspaces=[{"name": "w", "emptyDir": {}}]) for i in range(2)]
+    anchors = [s.balloon_node(r) for r in runs]
+    assert anchors[0] != anchors[1]
+
+
+def test_pending_run_is_anchored_only_once_started(enabled: Scenario) -> None:
+    s = enabled
+    body_spec_status = "PipelineRunPending"
+    run = s.custom.create_namespaced_custom_object("tekton.dev", "v1", s.ns, "pipelineruns", {
+        "apiVersion": "tekton.dev/v1", "kind": "PipelineRun", "metadata": {"name": "later"},
+        "spec": {"status": body_spec_status, "pipelineRef": {"name": "p"},
+                 "workspaces": [{"name": "w", "emptyDir": {}}]}})
+    time.sleep(3)
+    assert s.balloons(run) == []
+    s.custom.patch_namespaced_custom_object("tekton.dev", "v1", s.ns, "pipelineruns", "later",
+                                            {"spec": {"status": None}})  # merge patch: null removes
+    s.wait_balloon(run)
+
+
+def test_label_removed_mid_run_keeps_the_balloon_until_the_run_ends(enabled: Scenario) -> None:
+    s = enabled
+    run = s.run(workspaces=[{"name": "w", "emptyDir": {}}])
+    s.balloon_node(run)
+    s.core.patch_namespace(s.ns, {"metadata": {"labels": {names.NAMESPACE_LABEL: None}}})
+    time.sleep(3)
+    assert len(s.balloons(run)) == 1
+    later = s.run(name="after-label-removed", workspaces=[{"name": "w", "emptyDir": {}}])
+    time.sleep(3)
+    assert s.balloons(later) == []
+    s.finish(run)
+    s.wait_no_balloon(run, timeout=30)  # finished off by the resync (5 s here)
+
+
+def test_tekton_assistant_on_stops_new_balloons_and_is_said(
+    cluster: ClusterHandle, enabled: Scenario, coscheduler: Coscheduler
+) -> None:
+    s = enabled
+    tekton_cluster.configure(cluster, {"coschedule": "workspaces"})
+    try:
+        cluster.wait_for(lambda: metric(coscheduler, "tekton_coscheduler_tekton_affinity_assistant_enabled") == 1,
+                         timeout=20, what="assistant metric")
+        run = s.run(workspaces=[{"name": "w", "emptyDir": {}}])
+        pod = s.task_pod(run, "a", claims=())
+        assert "affinity" not in s.pod(pod)["spec"]
+        time.sleep(2)
+        assert s.balloons(run) == []
+        events = cluster.wait_for(lambda: [
+            e for e in s.core.list_namespaced_event(tekton_cluster.NAMESPACE).items
+            if e.reason == "TektonAffinityAssistantOn"], timeout=20, what="Event on feature-flags")
+        assert "coschedule" in events[0].message
+    finally:
+        tekton_cluster.configure(cluster, None)
+    cluster.wait_for(lambda: metric(coscheduler, "tekton_coscheduler_tekton_affinity_assistant_enabled") == 0,
+                     timeout=20, what="assistant off again")
+    s.wait_balloon(run, timeout=20)  # the resync anchors the run once the assistant is off
+
+
+def test_check_command_gives_a_verdict(cluster: ClusterHandle, coscheduler: Coscheduler) -> None:
+    exe = Path(sys.executable).with_name("tekton-coscheduler")
+    out = subprocess.run([str(exe), "check"], env=coscheduler.env(), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "verdict: ready" in out.stdout
+    assert "tekton affinity assistant: off" in out.stdout
