@@ -2,18 +2,39 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import ctypes
 import os
 import signal
 import socket
 import ssl
 import subprocess
+import sys
+import threading
 import time
 import urllib.error
 import urllib.request
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+_LIVE: weakref.WeakSet[ManagedProcess] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_leftovers() -> None:
+    for proc in list(_LIVE):
+        proc.stop(grace=3)
+
+
+def _die_with_parent() -> None:
+    # The children lead their own sessions, so a crashed or SIGKILLed Python would otherwise
+    # leave a control plane behind. SIGKILL, not SIGTERM: all get it at once, and an apiserver
+    # whose etcd is already gone hangs in its graceful shutdown.
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 def free_port() -> int:
@@ -33,7 +54,7 @@ def tail(path: Path, lines: int = 40) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-@dataclass
+@dataclass(eq=False)  # identity semantics: kept in a WeakSet
 class ManagedProcess:
     """One started component. stop() signals only the process group this object created."""
 
@@ -51,6 +72,8 @@ class ManagedProcess:
             log.flush()
             # start_new_session: the child leads its own process group, so stop() can signal
             # it and anything it spawned without touching other processes.
+            # PDEATHSIG fires when the forking *thread* ends, so only the main thread asks.
+            main = threading.current_thread() is threading.main_thread()
             self._popen = subprocess.Popen(
                 list(self.argv),
                 stdin=subprocess.DEVNULL,
@@ -59,7 +82,9 @@ class ManagedProcess:
                 env=dict(self.env) if self.env is not None else None,
                 cwd=self.cwd,
                 start_new_session=True,
+                preexec_fn=_die_with_parent if main and sys.platform == "linux" else None,
             )
+        _LIVE.add(self)
 
     @property
     def pid(self) -> int | None:
@@ -73,6 +98,7 @@ class ManagedProcess:
 
     def stop(self, grace: float = 10.0) -> None:
         popen, self._popen = self._popen, None
+        _LIVE.discard(self)
         if popen is None:
             return
         pgid = popen.pid  # == the group id: start_new_session made the child its leader
