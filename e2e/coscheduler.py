@@ -36,11 +36,20 @@ def install_crds(cluster: ClusterHandle) -> None:
                     raise
         cluster.wait_for(
             lambda: all(
-                any(c.type == "Established" and c.status == "True"
-                    for c in (ext.read_custom_resource_definition(
-                        yaml.safe_load(p.read_text())["metadata"]["name"]).status.conditions or []))
-                for p in (REPO / "crds").glob("*.yaml")),
-            timeout=30, what="our CRDs established")
+                any(
+                    c.type == "Established" and c.status == "True"
+                    for c in (
+                        ext.read_custom_resource_definition(
+                            yaml.safe_load(p.read_text())["metadata"]["name"]
+                        ).status.conditions
+                        or []
+                    )
+                )
+                for p in (REPO / "crds").glob("*.yaml")
+            ),
+            timeout=30,
+            what="our CRDs established",
+        )
 
 
 @dataclass
@@ -59,7 +68,11 @@ class Coscheduler:
         self.cert, self.key = self.dir / "tls.crt", self.dir / "tls.key"
         cert.cert_chain_pems[0].write_to_path(str(self.cert))
         cert.private_key_pem.write_to_path(str(self.key))
-        self.webhook_port, self.health_port, self.metrics_port = free_port(), free_port(), free_port()
+        self.webhook_port, self.health_port, self.metrics_port = (
+            free_port(),
+            free_port(),
+            free_port(),
+        )
         self.restarts = 0
 
     @property
@@ -68,32 +81,42 @@ class Coscheduler:
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("COSCHEDULER_")}
-        env.update({
-            "KUBECONFIG": str(self.cluster.kubeconfig),
-            "COSCHEDULER_WEBHOOK_HOST": "127.0.0.1",
-            "COSCHEDULER_WEBHOOK_PORT": str(self.webhook_port),
-            "COSCHEDULER_WEBHOOK_CERT_FILE": str(self.cert),
-            "COSCHEDULER_WEBHOOK_KEY_FILE": str(self.key),
-            "COSCHEDULER_METRICS_HOST": "127.0.0.1",
-            "COSCHEDULER_HEALTH_PORT": str(self.health_port),
-            "COSCHEDULER_METRICS_PORT": str(self.metrics_port),
-            "COSCHEDULER_LOG_LEVEL": "DEBUG",
-            "COSCHEDULER_RESYNC_INTERVAL": "5",
-            "COSCHEDULER_BALLOON_STUCK_AFTER": "5",
-            **self.env_overrides,
-        })
+        env.update(
+            {
+                "KUBECONFIG": str(self.cluster.kubeconfig),
+                "COSCHEDULER_WEBHOOK_HOST": "127.0.0.1",
+                "COSCHEDULER_WEBHOOK_PORT": str(self.webhook_port),
+                "COSCHEDULER_WEBHOOK_CERT_FILE": str(self.cert),
+                "COSCHEDULER_WEBHOOK_KEY_FILE": str(self.key),
+                "COSCHEDULER_METRICS_HOST": "127.0.0.1",
+                "COSCHEDULER_HEALTH_PORT": str(self.health_port),
+                "COSCHEDULER_METRICS_PORT": str(self.metrics_port),
+                "COSCHEDULER_LOG_LEVEL": "DEBUG",
+                "COSCHEDULER_RESYNC_INTERVAL": "5",
+                "COSCHEDULER_BALLOON_STUCK_AFTER": "5",
+                **self.env_overrides,
+            }
+        )
         return env
 
     def start(self) -> None:
         exe = Path(sys.executable).with_name("tekton-coscheduler")
         argv = [str(exe), "run"] if exe.exists() else [sys.executable, "-m", "controller", "run"]
-        self.process = ManagedProcess(f"coscheduler-{self.restarts}", argv,
-                                      self.cluster.logs_dir / f"coscheduler-{self.restarts}.log",
-                                      env=self.env(), cwd=REPO)
+        self.process = ManagedProcess(
+            f"coscheduler-{self.restarts}",
+            argv,
+            self.cluster.logs_dir / f"coscheduler-{self.restarts}.log",
+            env=self.env(),
+            cwd=REPO,
+        )
         self.restarts += 1
         self.process.start()
-        wait_until(lambda: http_ok(f"http://127.0.0.1:{self.health_port}/readyz"),
-                   timeout=60, what="tekton-coscheduler /readyz", process=self.process)
+        wait_until(
+            lambda: http_ok(f"http://127.0.0.1:{self.health_port}/readyz"),
+            timeout=60,
+            what="tekton-coscheduler /readyz",
+            process=self.process,
+        )
 
     def stop(self, grace: float = 10.0) -> None:
         if self.process is not None:
@@ -112,23 +135,35 @@ class Coscheduler:
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "MutatingWebhookConfiguration",
             "metadata": {"name": WEBHOOK_NAME},
-            "webhooks": [{
-                "name": "pods.tekton-coscheduler.dev",
-                "admissionReviewVersions": ["v1"],
-                "clientConfig": {
-                    "url": f"https://127.0.0.1:{self.webhook_port}{webhook.PATH}",
-                    "caBundle": base64.b64encode(self.ca.cert_pem.bytes()).decode(),
-                },
-                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                           "resources": ["pods"], "scope": "Namespaced"}],
-                "namespaceSelector": {"matchLabels": {names.NAMESPACE_LABEL: "true"}},
-                "objectSelector": {"matchExpressions": [
-                    {"key": "tekton.dev/pipelineRun", "operator": "Exists"}]},
-                "sideEffects": "None",
-                "failurePolicy": "Fail",
-                "reinvocationPolicy": "IfNeeded",
-                "timeoutSeconds": 5,
-            }],
+            "webhooks": [
+                {
+                    "name": "pods.tekton-coscheduler.dev",
+                    "admissionReviewVersions": ["v1"],
+                    "clientConfig": {
+                        "url": f"https://127.0.0.1:{self.webhook_port}{webhook.PATH}",
+                        "caBundle": base64.b64encode(self.ca.cert_pem.bytes()).decode(),
+                    },
+                    "rules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE"],
+                            "resources": ["pods"],
+                            "scope": "Namespaced",
+                        }
+                    ],
+                    "namespaceSelector": {"matchLabels": {names.NAMESPACE_LABEL: "true"}},
+                    "objectSelector": {
+                        "matchExpressions": [
+                            {"key": "tekton.dev/pipelineRun", "operator": "Exists"}
+                        ]
+                    },
+                    "sideEffects": "None",
+                    "failurePolicy": "Fail",
+                    "reinvocationPolicy": "IfNeeded",
+                    "timeoutSeconds": 5,
+                }
+            ],
         }
 
     def register_webhook(self) -> None:
@@ -147,9 +182,9 @@ class Coscheduler:
     def unregister_webhook(self) -> None:
         with self.cluster.api_client() as api:
             try:
-                client.AdmissionregistrationV1Api(api).delete_mutating_webhook_configuration(WEBHOOK_NAME)
+                client.AdmissionregistrationV1Api(api).delete_mutating_webhook_configuration(
+                    WEBHOOK_NAME
+                )
             except ApiException as e:
                 if e.status != 404:
                     raise
-
-

@@ -11,7 +11,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from controller import balloon, names
+from controller import names
 from e2e.cluster import ClusterHandle
 from tests import factories
 
@@ -34,19 +34,37 @@ class Scenario:
 
     # -- objects -------------------------------------------------------------------------------
     def pvc(self, name: str, size: str = "1Gi") -> None:
-        self.core.create_namespaced_persistent_volume_claim(self.ns, {
-            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-            "metadata": {"name": name},
-            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local-wffc",
-                     "resources": {"requests": {"storage": size}}},
-        })
+        self.core.create_namespaced_persistent_volume_claim(
+            self.ns,
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": name},
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": "local-wffc",
+                    "resources": {"requests": {"storage": size}},
+                },
+            },
+        )
 
     def pv_on(self, node: str, claim: str) -> str:
         """A local PV on `node` that only `claim` of this namespace may bind."""
         name = f"pv-{uuid.uuid4().hex[:10]}"
         self.cluster.add_local_pv(name, node)
-        self.core.patch_persistent_volume(name, {"spec": {"claimRef": {
-            "apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": self.ns, "name": claim}}})
+        self.core.patch_persistent_volume(
+            name,
+            {
+                "spec": {
+                    "claimRef": {
+                        "apiVersion": "v1",
+                        "kind": "PersistentVolumeClaim",
+                        "namespace": self.ns,
+                        "name": claim,
+                    }
+                }
+            },
+        )
         return name
 
     def run(self, name: str = "build", **kw: Any) -> dict[str, Any]:
@@ -56,33 +74,68 @@ class Scenario:
             meta.pop(key)
         body.pop("status")
         created: dict[str, Any] = self.custom.create_namespaced_custom_object(
-            *TEKTON, self.ns, "pipelineruns", body)
+            *TEKTON, self.ns, "pipelineruns", body
+        )
         return created
 
-    def task_pod(self, run: Mapping[str, Any], task: str, *, claims: tuple[str, ...] = ("source",),
-                 affinity: dict[str, Any] | None = None, with_uid: bool = True) -> str:
+    def task_pod(
+        self,
+        run: Mapping[str, Any],
+        task: str,
+        *,
+        claims: tuple[str, ...] = ("source",),
+        affinity: dict[str, Any] | None = None,
+        with_uid: bool = True,
+    ) -> str:
         meta = run["metadata"]
-        pod = factories.taskrun_pod(run=meta["name"], run_uid=meta["uid"] if with_uid else None,
-                                    task=task, namespace=self.ns, affinity=affinity,
-                                    claim=claims[0] if claims else "")
+        pod = factories.taskrun_pod(
+            run=meta["name"],
+            run_uid=meta["uid"] if with_uid else None,
+            task=task,
+            namespace=self.ns,
+            affinity=affinity,
+            claim=claims[0] if claims else "",
+        )
         pod["metadata"].pop("ownerReferences")
         if not claims:
             pod["spec"]["volumes"][1] = {"name": "ws-k7x2p", "emptyDir": {}}
         for i, claim in enumerate(claims[1:], start=1):
-            pod["spec"]["volumes"].append({"name": f"ws-extra{i}", "persistentVolumeClaim": {"claimName": claim}})
-            pod["spec"]["containers"][0]["volumeMounts"].append({"name": f"ws-extra{i}", "mountPath": f"/workspace/{i}"})
+            pod["spec"]["volumes"].append(
+                {"name": f"ws-extra{i}", "persistentVolumeClaim": {"claimName": claim}}
+            )
+            pod["spec"]["containers"][0]["volumeMounts"].append(
+                {"name": f"ws-extra{i}", "mountPath": f"/workspace/{i}"}
+            )
         pod["metadata"]["annotations"].update(meta.get("annotations") or {})
         self.core.create_namespaced_pod(self.ns, pod)
         return str(pod["metadata"]["name"])
 
     def finish(self, run: Mapping[str, Any], status: str = "True") -> None:
         self.custom.patch_namespaced_custom_object_status(
-            *TEKTON, self.ns, "pipelineruns", run["metadata"]["name"],
-            {"status": {"conditions": [{"type": "Succeeded", "status": status, "reason": "Done",
-                                        "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}]}})
+            *TEKTON,
+            self.ns,
+            "pipelineruns",
+            run["metadata"]["name"],
+            {
+                "status": {
+                    "conditions": [
+                        {
+                            "type": "Succeeded",
+                            "status": status,
+                            "reason": "Done",
+                            "lastTransitionTime": time.strftime(
+                                "%Y-%m-%dT%H:%M:%SZ", time.gmtime()
+                            ),
+                        }
+                    ]
+                }
+            },
+        )
 
     def delete_run(self, run: Mapping[str, Any]) -> None:
-        self.custom.delete_namespaced_custom_object(*TEKTON, self.ns, "pipelineruns", run["metadata"]["name"])
+        self.custom.delete_namespaced_custom_object(
+            *TEKTON, self.ns, "pipelineruns", run["metadata"]["name"]
+        )
 
     # -- observations -------------------------------------------------------------------------
     def balloons(self, run: Mapping[str, Any] | None = None) -> list[Any]:
@@ -94,44 +147,70 @@ class Scenario:
     def balloon_node(self, run: Mapping[str, Any], timeout: float = 60) -> str:
         def bound() -> str | None:
             pods = self.core.list_namespaced_pod(
-                self.ns, label_selector=f"{names.BALLOON_SELECTOR},{names.LABEL_RUN_UID}={run['metadata']['uid']}").items
+                self.ns,
+                label_selector=f"{names.BALLOON_SELECTOR},{names.LABEL_RUN_UID}={run['metadata']['uid']}",
+            ).items
             return pods[0].spec.node_name if pods and pods[0].spec.node_name else None
-        return self.cluster.wait_for(bound, timeout=timeout, what=f"balloon pod of {run['metadata']['name']} bound")
+
+        return self.cluster.wait_for(
+            bound, timeout=timeout, what=f"balloon pod of {run['metadata']['name']} bound"
+        )
 
     def pod_node(self, name: str, timeout: float = 60) -> str:
-        return self.cluster.wait_for(lambda: self.core.read_namespaced_pod(name, self.ns).spec.node_name,
-                                     timeout=timeout, what=f"pod {name} bound")
+        return self.cluster.wait_for(
+            lambda: self.core.read_namespaced_pod(name, self.ns).spec.node_name,
+            timeout=timeout,
+            what=f"pod {name} bound",
+        )
 
     def pod(self, name: str) -> dict[str, Any]:
-        pod: dict[str, Any] = self.api.sanitize_for_serialization(self.core.read_namespaced_pod(name, self.ns))
+        pod: dict[str, Any] = self.api.sanitize_for_serialization(
+            self.core.read_namespaced_pod(name, self.ns)
+        )
         return pod
 
     def wait_no_balloon(self, run: Mapping[str, Any], timeout: float = 60) -> None:
-        self.cluster.wait_for(lambda: not self.balloons(run), timeout=timeout,
-                              what=f"balloon of {run['metadata']['name']} gone")
+        self.cluster.wait_for(
+            lambda: not self.balloons(run),
+            timeout=timeout,
+            what=f"balloon of {run['metadata']['name']} gone",
+        )
 
     def wait_balloon(self, run: Mapping[str, Any], timeout: float = 30) -> Any:
-        return self.cluster.wait_for(lambda: self.balloons(run), timeout=timeout,
-                                     what=f"balloon of {run['metadata']['name']}")[0]
+        return self.cluster.wait_for(
+            lambda: self.balloons(run),
+            timeout=timeout,
+            what=f"balloon of {run['metadata']['name']}",
+        )[0]
 
     def events(self, reason: str) -> list[Any]:
         return [e for e in self.core.list_namespaced_event(self.ns).items if e.reason == reason]
 
-    def statefulset_exists(self, run: Mapping[str, Any]) -> bool:
-        try:
-            self.apps.read_namespaced_stateful_set(balloon.balloon_name(run["metadata"]["uid"]), self.ns)
-            return True
-        except ApiException as e:
-            if e.status == 404:
-                return False
-            raise
-
 
 def user_affinity() -> dict[str, Any]:
-    return copy.deepcopy({
-        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "type", "operator": "In", "values": ["kwok"]}]}]}},
-        "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-            {"weight": 10, "podAffinityTerm": {"labelSelector": {"matchLabels": {"cache": "warm"}},
-                                               "topologyKey": "kubernetes.io/hostname"}}]},
-    })
+    return copy.deepcopy(
+        {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": "type", "operator": "In", "values": ["kwok"]}
+                            ]
+                        }
+                    ]
+                }
+            },
+            "podAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 10,
+                        "podAffinityTerm": {
+                            "labelSelector": {"matchLabels": {"cache": "warm"}},
+                            "topologyKey": "kubernetes.io/hostname",
+                        },
+                    }
+                ]
+            },
+        }
+    )
