@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from controller import names
 from e2e.cluster import ClusterHandle
