@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+import signal
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any
 
 import kopf
 import structlog
@@ -14,6 +16,7 @@ from aiohttp import web
 from controller import handlers, names, probes, webhook
 from controller.clusterview import ClusterView
 from controller.kube import Kube, load_client_config
+from controller.leadership import LeaderElector, default_namespace, identity
 from controller.metrics import Metrics
 from controller.operator import Operator
 from controller.settings import Settings
@@ -63,7 +66,59 @@ async def resync_forever(operator: Operator, view: ClusterView, interval: float)
         await asyncio.sleep(interval)
 
 
-async def run(settings: Settings) -> None:
+async def first_of(wanted: Coroutine[Any, Any, None], other: Coroutine[Any, Any, Any]) -> bool:
+    """Runs both; True if `wanted` finished first. The other is cancelled."""
+    tasks = [asyncio.create_task(wanted), asyncio.create_task(other)]
+    done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    for task in pending:
+        task.cancel()
+    return tasks[0] in done
+
+
+async def reconcile_while_leading(
+    settings: Settings, kube: Kube, operator: Operator, view: ClusterView, stop: asyncio.Event
+) -> int:
+    """Waits for leadership, then runs kopf and the resync until told to stop or the lead is
+    lost. Returns the exit code: 1 when leadership was lost, as a fresh start is the safe way
+    back (the pod restarts; another replica leads meanwhile)."""
+    elector = None
+    if settings.leader_election:
+        elector = LeaderElector(
+            kube,
+            settings.leader_election_namespace or default_namespace(),
+            settings.lease_name,
+            identity(),
+            settings.lease_duration,
+        )
+        if not await first_of(elector.acquire(), stop.wait()):
+            return 0  # told to stop while still a candidate
+    resync = asyncio.create_task(resync_forever(operator, view, settings.resync_interval))
+    kopf_task = asyncio.create_task(
+        kopf.operator(
+            clusterwide=True,
+            standalone=True,
+            settings=kopf_settings(settings),
+            memo=kopf.Memo(operator=operator),
+            registry=handlers.registry,
+            stop_flag=stop,
+        )
+    )
+    watched = [kopf_task]
+    if elector is not None:
+        watched.append(asyncio.create_task(elector.hold()))
+    done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+    lost = kopf_task not in done
+    stop.set()
+    for task in watched[1:]:
+        task.cancel()
+    resync.cancel()
+    await asyncio.gather(kopf_task, return_exceptions=True)
+    if elector is not None and not lost:
+        await asyncio.to_thread(elector.release)
+    return 1 if lost else 0
+
+
+async def run(settings: Settings) -> int:
     kube = Kube(load_client_config(), timeout=settings.api_timeout)
     metrics = Metrics()
     view = ClusterView(settings, kube)
@@ -81,6 +136,11 @@ async def run(settings: Settings) -> None:
 
     def ready() -> tuple[bool, str]:
         return (True, "ready") if view.facts.synced else (False, "cluster view not synced yet")
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
 
     async with contextlib.AsyncExitStack() as stack:
         await stack.enter_async_context(
@@ -106,18 +166,14 @@ async def run(settings: Settings) -> None:
             health=settings.health_port,
             metrics=settings.metrics_port,
         )
-        background = [asyncio.create_task(resync_forever(operator, view, settings.resync_interval))]
-        if tls:
-            background.append(asyncio.create_task(tls.watch(settings.webhook_cert_check_interval)))
+        cert_watch = (
+            asyncio.create_task(tls.watch(settings.webhook_cert_check_interval)) if tls else None
+        )
+        leading = asyncio.create_task(reconcile_while_leading(settings, kube, operator, view, stop))
         try:
-            await kopf.operator(
-                clusterwide=True,
-                standalone=True,
-                settings=kopf_settings(settings),
-                memo=kopf.Memo(operator=operator),
-                registry=handlers.registry,
-            )
+            await stop.wait()
+            return await leading
         finally:
-            for task in background:
-                task.cancel()
+            if cert_watch:
+                cert_watch.cancel()
             view.stop()

@@ -42,5 +42,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     configure(settings.log_level, settings.log_format)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(app.run(settings))
-    return 0
+        return asyncio.run(app.run(settings))
+    return 130

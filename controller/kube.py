@@ -46,6 +46,7 @@ class Kube:
         self.core = kubernetes.client.CoreV1Api(api)
         self.apps = kubernetes.client.AppsV1Api(api)
         self.custom = kubernetes.client.CustomObjectsApi(api)
+        self.coordination = kubernetes.client.CoordinationV1Api(api)
 
     def _json(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
         resp = fn(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
@@ -181,6 +182,41 @@ class Kube:
         except ApiException as exc:
             if exc.status != 404:
                 raise
+
+    # -- leader election ---------------------------------------------------------------
+
+    def get_lease(self, namespace: str, name: str) -> Obj | None:
+        return self._get(self.coordination.read_namespaced_lease, name, namespace)
+
+    def create_lease(self, body: Mapping[str, Any]) -> bool:
+        """False if someone else created it first."""
+        try:
+            self.coordination.create_namespaced_lease(
+                body["metadata"]["namespace"],
+                body,  # type: ignore[arg-type]  # the client sends plain dicts as they are
+                _request_timeout=self.timeout,
+            )
+            return True
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+
+    def replace_lease(self, body: Mapping[str, Any]) -> bool:
+        """False if the Lease changed since it was read (its resourceVersion is checked)."""
+        meta = body["metadata"]
+        try:
+            self.coordination.replace_namespaced_lease(
+                meta["name"],
+                meta["namespace"],
+                body,  # type: ignore[arg-type]
+                _request_timeout=self.timeout,
+            )
+            return True
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
 
     # -- events --------------------------------------------------------------------------
 

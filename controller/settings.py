@@ -64,6 +64,12 @@ class Settings(BaseSettings):
     # Run even though Tekton's own affinity assistant is on: two anchors then compete.
     ignore_tekton_assistant: bool = False
 
+    # One replica reconciles (the Lease holder); every replica serves the webhook.
+    leader_election: bool = True
+    leader_election_namespace: ObjectName | None = None  # default: the pod's own namespace
+    lease_name: ObjectName = "tekton-coscheduler"
+    lease_duration: int = Field(default=15, ge=5, le=300)
+
     resync_interval: float = Field(default=30.0, gt=0)
     # A balloon without a bound pod for this long is reported on its PipelineRun.
     balloon_stuck_after: float = Field(default=20.0, gt=0)

@@ -58,10 +58,12 @@ class Coscheduler:
 
     cluster: ClusterHandle
     env_overrides: Mapping[str, str] = field(default_factory=dict)
+    # Distinct per replica: its certificate files and logs live under this name.
+    name: str = "coscheduler"
     process: ManagedProcess | None = None
 
     def __post_init__(self) -> None:
-        self.dir = self.cluster.logs_dir / "coscheduler"
+        self.dir = self.cluster.logs_dir / self.name
         self.dir.mkdir(parents=True, exist_ok=True)
         self.ca = trustme.CA()
         cert = self.ca.issue_cert("127.0.0.1", "localhost")
@@ -94,6 +96,8 @@ class Coscheduler:
                 "COSCHEDULER_LOG_LEVEL": "DEBUG",
                 "COSCHEDULER_RESYNC_INTERVAL": "5",
                 "COSCHEDULER_BALLOON_STUCK_AFTER": "5",
+                # A killed leader is replaced within seconds, not the production 15.
+                "COSCHEDULER_LEASE_DURATION": "5",
                 **self.env_overrides,
             }
         )
@@ -103,9 +107,9 @@ class Coscheduler:
         exe = Path(sys.executable).with_name("tekton-coscheduler")
         argv = [str(exe), "run"] if exe.exists() else [sys.executable, "-m", "controller", "run"]
         self.process = ManagedProcess(
-            f"coscheduler-{self.restarts}",
+            f"{self.name}-{self.restarts}",
             argv,
-            self.cluster.logs_dir / f"coscheduler-{self.restarts}.log",
+            self.cluster.logs_dir / f"{self.name}-{self.restarts}.log",
             env=self.env(),
             cwd=REPO,
         )

@@ -1,0 +1,82 @@
+"""Two replicas: both answer admission requests, exactly one reconciles, failover works."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from controller import names, webhook
+from e2e.cluster import ClusterHandle
+from e2e.coscheduler import Coscheduler
+from e2e.scenario import Scenario
+from tests import factories
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def enabled(cluster: ClusterHandle, coscheduler: Coscheduler) -> Iterator[Scenario]:
+    ns = cluster.create_namespace(
+        f"ha-{uuid.uuid4().hex[:6]}", labels={names.NAMESPACE_LABEL: "true"}
+    )
+    scenario = Scenario(cluster, ns)
+    yield scenario
+    scenario.close()
+
+
+def admission_answer(replica: Coscheduler, namespace: str) -> dict[str, object]:
+    ctx = ssl.create_default_context()
+    replica.ca.configure_trust(ctx)
+    body = json.dumps(
+        factories.admission_review(factories.taskrun_pod(namespace=namespace))
+    ).encode()
+    req = urllib.request.Request(
+        f"https://127.0.0.1:{replica.webhook_port}{webhook.PATH}",
+        data=body,
+        headers={"Content-Type": "application/json"},
+    )
+    answer: dict[str, object] = json.loads(
+        urllib.request.urlopen(req, context=ctx, timeout=5).read()
+    )
+    return answer
+
+
+def leading(replica: Coscheduler) -> bool:
+    return '"event": "leading"' in replica.log(2000)
+
+
+def test_one_leader_both_serve_and_failover(
+    cluster: ClusterHandle, enabled: Scenario, coscheduler: Coscheduler
+) -> None:
+    s = enabled
+    cluster.wait_for(lambda: leading(coscheduler), timeout=30, what="the first replica leads")
+    standby = Coscheduler(cluster, name="standby")
+    standby.start()
+    try:
+        # Both replicas answer the webhook the same way, leader or not.
+        for replica in (coscheduler, standby):
+            assert "patch" in admission_answer(replica, s.ns)["response"]  # type: ignore[operator]
+        time.sleep(3)
+        assert not leading(standby)
+        assert '"event": "waiting for leadership"' in standby.log(2000)
+        first = s.run(name="before", workspaces=[{"name": "w", "emptyDir": {}}])
+        s.balloon_node(first)
+
+        coscheduler.kill()  # the leader dies without handing over
+        cluster.wait_for(lambda: leading(standby), timeout=30, what="the standby to take over")
+        second = s.run(name="after", workspaces=[{"name": "w", "emptyDir": {}}])
+        s.balloon_node(second)
+        assert len(s.balloons(first)) == 1 and len(s.balloons(second)) == 1
+    finally:
+        if coscheduler.process is None:
+            coscheduler.start()
+        standby.stop()  # hands the Lease back: the session's replica leads again at once
+    cluster.wait_for(
+        lambda: leading(coscheduler), timeout=30, what="the session replica leads again"
+    )
