@@ -9,6 +9,11 @@
 #   TEKTON_COSCHEDULER_CACHE    cache root (default ~/.cache/tekton-coscheduler)
 #   TEKTON_COSCHEDULER_BIN_DIR  directory of ready-made binaries, used as they are
 # A binary already on PATH at the pinned version is also used as it is.
+#
+# Measured cold on 2 cores / 24 GiB, empty Go caches (wall incl. module download; peak RSS of the
+# largest single process): etcd 67 s / 0.4 GiB, kubernetes (3 binaries) 362 s / 1.9 GiB, kwok
+# 107 s / 0.9 GiB, tekton 249 s / 1.2 GiB; ~13 min in all. Leaves ~2.1 GiB in the module cache and
+# ~4.6 GiB in the build cache. A warm run does nothing and takes well under a second.
 set -euo pipefail
 
 E2E_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -30,7 +35,7 @@ for arg in "$@"; do
   case $arg in
     --force) FORCE=1 ;;
     etcd | kubernetes | kwok | tekton) COMPONENTS+=("$arg") ;;
-    -h | --help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "unknown argument: $arg" >&2; exit 2 ;;
   esac
 done

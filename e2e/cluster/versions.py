@@ -33,6 +33,7 @@ class Component:
     version_key: str
     binaries: tuple[str, ...]
     version_probe: tuple[str, ...]  # argv suffix whose output contains the version, if any
+    module: str = ""  # else: the Go module whose version `go version -m` must show
 
 
 COMPONENTS = {
@@ -44,7 +45,13 @@ COMPONENTS = {
         ("--version",),
     ),
     "kwok": Component("kwok", "KWOK_VERSION", ("kwok",), ("--version",)),
-    "tekton": Component("tekton", "TEKTON_PIPELINE_VERSION", ("tekton-controller",), ()),
+    "tekton": Component(
+        "tekton",
+        "TEKTON_PIPELINE_VERSION",
+        ("tekton-controller",),
+        (),
+        module="github.com/tektoncd/pipeline",
+    ),
 }
 COMPONENT_OF = {b: c for c in COMPONENTS.values() for b in c.binaries}
 
@@ -54,14 +61,18 @@ class BinaryNotFound(FileNotFoundError):
 
 
 def _reports_version(path: str, component: Component, version: str) -> bool:
-    if not component.version_probe:
+    if component.version_probe:
+        argv = [path, *component.version_probe]
+    elif component.module and shutil.which("go"):
+        argv = ["go", "version", "-m", path]  # the controller has no --version flag
+    else:
         return False
     try:
-        out = subprocess.run(
-            [path, *component.version_probe], capture_output=True, text=True, timeout=20
-        ).stdout
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=20).stdout
     except (OSError, subprocess.SubprocessError):
         return False
+    if component.module:
+        return any(line.split()[1:3] == [component.module, version] for line in out.splitlines())
     return version in out or version.lstrip("v") in out
 
 
