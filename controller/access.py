@@ -13,8 +13,8 @@ class Access:
     resource: str
     verbs: tuple[str, ...]
     why: str
-    # Namespaced to Tekton's namespace rather than cluster-wide.
-    tekton_namespace_only: bool = False
+    # Where: "cluster", "tekton" (Tekton's namespace) or "own" (the Lease's namespace).
+    scope: str = "cluster"
 
 
 REQUIRED: tuple[Access, ...] = (
@@ -37,12 +37,25 @@ REQUIRED: tuple[Access, ...] = (
     Access(
         "",
         "configmaps",
-        ("list", "watch"),
+        ("get", "list", "watch"),
         "Tekton's feature-flags and config-defaults",
-        tekton_namespace_only=True,
+        scope="tekton",
     ),
     Access(
         names.POLICY_GROUP, names.POLICY_PLURAL, ("get", "list", "watch"), "per-namespace policy"
     ),
     Access(names.POLICY_GROUP, f"{names.POLICY_PLURAL}/status", ("patch",), "report policy status"),
+    Access(
+        "apiextensions.k8s.io",
+        "customresourcedefinitions",
+        ("get", "list", "watch"),
+        "kopf notices CRDs installed after it started; `check` reads ours and Tekton's",
+    ),
+    Access(
+        "coordination.k8s.io",
+        "leases",
+        ("get", "create", "update"),
+        "leader election: which replica reconciles",
+        scope="own",
+    ),
 )

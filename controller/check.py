@@ -10,6 +10,7 @@ from kubernetes.client.exceptions import ApiException
 
 from controller import access, names, tekton
 from controller.kube import Kube, load_client_config
+from controller.leadership import default_namespace
 from controller.settings import Settings
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
@@ -70,7 +71,10 @@ def check(settings: Settings, out: Callable[[str], None] = print) -> int:
     for need in access.REQUIRED:
         resource, _, sub = need.resource.partition("/")
         for verb in need.verbs:
-            namespace = settings.tekton_namespace if need.tekton_namespace_only else None
+            namespace = {
+                "tekton": settings.tekton_namespace,
+                "own": settings.leader_election_namespace or default_namespace(),
+            }.get(need.scope)
             review = kubernetes.client.V1SelfSubjectAccessReview(
                 spec=kubernetes.client.V1SelfSubjectAccessReviewSpec(
                     resource_attributes=kubernetes.client.V1ResourceAttributes(

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the binaries of the local control plane (etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, kwok, the Tekton Pipelines controller) from their Go modules into a per-user
+# kube-scheduler, kwok, the Tekton Pipelines controller, helm) from their Go modules into a per-user
 # cache outside the repository. Versions come from e2e/versions.env.
 #
-#   e2e/build.sh [--force] [etcd|kubernetes|kwok|tekton ...]     (default: all four)
+#   e2e/build.sh [--force] [etcd|kubernetes|kwok|tekton|helm ...]     (default: all)
 #
 # Environment:
 #   TEKTON_COSCHEDULER_CACHE    cache root (default ~/.cache/tekton-coscheduler)
@@ -34,12 +34,12 @@ COMPONENTS=()
 for arg in "$@"; do
   case $arg in
     --force) FORCE=1 ;;
-    etcd | kubernetes | kwok | tekton) COMPONENTS+=("$arg") ;;
+    etcd | kubernetes | kwok | tekton | helm) COMPONENTS+=("$arg") ;;
     -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
-[ ${#COMPONENTS[@]} -gt 0 ] || COMPONENTS=(etcd kubernetes kwok tekton)
+[ ${#COMPONENTS[@]} -gt 0 ] || COMPONENTS=(etcd kubernetes kwok tekton helm)
 
 START_ALL=$(date +%s)
 log() { printf '[%s +%4ss] %s\n' "$(date +%H:%M:%S)" "$(($(date +%s) - START_ALL))" "$*"; }
@@ -54,6 +54,7 @@ version_of() { # component -> pinned version
     kubernetes) echo "$KUBERNETES_VERSION" ;;
     kwok) echo "$KWOK_VERSION" ;;
     tekton) echo "$TEKTON_PIPELINE_VERSION" ;;
+    helm) echo "$HELM_VERSION" ;;
   esac
 }
 binaries_of() {
@@ -62,6 +63,7 @@ binaries_of() {
     kubernetes) echo kube-apiserver kube-controller-manager kube-scheduler ;;
     kwok) echo kwok ;;
     tekton) echo tekton-controller ;;
+    helm) echo helm ;;
   esac
 }
 dir_of() { echo "$BIN_ROOT/$1-$(version_of "$1")"; }
@@ -76,6 +78,7 @@ at_version() {
     kwok) "$bin" --version 2>/dev/null | grep -q "${v}" ;;
     # The controller has no --version flag; the build info names the module and its version.
     tekton) go version -m "$bin" 2>/dev/null | grep -qE "github.com/tektoncd/pipeline[[:space:]]+${v}([[:space:]]|$)" ;;
+    helm) "$bin" version --short 2>/dev/null | grep -q "^${v}" ;;
   esac
 }
 
@@ -257,6 +260,12 @@ build() { # comp
       (cd "$src" && go mod tidy) >>"$LOGFILE" 2>&1 || die "tekton: go mod tidy failed, see $LOGFILE"
       run_measured tekton sh -c "cd '$src' && go build -v -trimpath -ldflags '-s -w' -o '$dir/tekton-controller' \
           github.com/tektoncd/pipeline/cmd/controller" || die "tekton: build failed, see $LOGFILE"
+      ;;
+    helm)
+      # Unstamped, helm says v3.x-dev; the chart tests check the version they run with.
+      run_measured helm env GOBIN="$dir" go install -v -trimpath \
+          -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$version" "helm.sh/helm/v3/cmd/helm@$version" ||
+        die "helm: build failed, see $LOGFILE"
       ;;
   esac
   {

@@ -13,7 +13,8 @@ import pytest
 
 from e2e.cluster import Backend, BinaryNotFound, ClusterHandle, open_cluster
 from e2e.cluster import tekton as tekton_cluster
-from e2e.coscheduler import Coscheduler, install_crds
+from e2e import chart
+from e2e.coscheduler import Coscheduler
 
 _CLUSTER_KEY = pytest.StashKey[ClusterHandle]()
 
@@ -89,14 +90,16 @@ def nodes(cluster: ClusterHandle) -> list[str]:
 
 @pytest.fixture(scope="session")
 def coscheduler(cluster: ClusterHandle, nodes: list[str]) -> Iterator[Coscheduler]:
-    """tekton-coscheduler running on the host, its webhook registered with the API server."""
+    """tekton-coscheduler installed by its Helm chart (CRDs, RBAC, webhook configuration) and
+    running on the host with the chart's ServiceAccount identity."""
     tekton_cluster.install(cluster, None)  # Tekton's CRDs and ConfigMaps (coschedule: disabled)
-    install_crds(cluster)
-    operator = Coscheduler(cluster)
+    operator = Coscheduler(cluster, env_overrides={"POD_NAMESPACE": chart.NAMESPACE})
+    chart.install(cluster, operator.webhook_url, operator.ca_bundle)
+    operator.kubeconfig = chart.service_account_kubeconfig(
+        cluster, cluster.logs_dir / "chart-sa.kubeconfig"
+    )
     operator.start()
-    operator.register_webhook()
     try:
         yield operator
     finally:
-        operator.unregister_webhook()
         operator.stop()

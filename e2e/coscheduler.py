@@ -60,6 +60,8 @@ class Coscheduler:
     env_overrides: Mapping[str, str] = field(default_factory=dict)
     # Distinct per replica: its certificate files and logs live under this name.
     name: str = "coscheduler"
+    # Whose identity the process uses: the chart's ServiceAccount in the e2e suite.
+    kubeconfig: Path | None = None
     process: ManagedProcess | None = None
 
     def __post_init__(self) -> None:
@@ -78,6 +80,14 @@ class Coscheduler:
         self.restarts = 0
 
     @property
+    def webhook_url(self) -> str:
+        return f"https://127.0.0.1:{self.webhook_port}{webhook.PATH}"
+
+    @property
+    def ca_bundle(self) -> str:
+        return base64.b64encode(self.ca.cert_pem.bytes()).decode()
+
+    @property
     def metrics_url(self) -> str:
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
@@ -85,7 +95,7 @@ class Coscheduler:
         env = {k: v for k, v in os.environ.items() if not k.startswith("COSCHEDULER_")}
         env.update(
             {
-                "KUBECONFIG": str(self.cluster.kubeconfig),
+                "KUBECONFIG": str(self.kubeconfig or self.cluster.kubeconfig),
                 "COSCHEDULER_WEBHOOK_HOST": "127.0.0.1",
                 "COSCHEDULER_WEBHOOK_PORT": str(self.webhook_port),
                 "COSCHEDULER_WEBHOOK_CERT_FILE": str(self.cert),

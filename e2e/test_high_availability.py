@@ -56,7 +56,12 @@ def test_one_leader_both_serve_and_failover(
 ) -> None:
     s = enabled
     cluster.wait_for(lambda: leading(coscheduler), timeout=30, what="the first replica leads")
-    standby = Coscheduler(cluster, name="standby")
+    standby = Coscheduler(
+        cluster,
+        env_overrides=coscheduler.env_overrides,
+        name="standby",
+        kubeconfig=coscheduler.kubeconfig,
+    )
     standby.start()
     try:
         # Both replicas answer the webhook the same way, leader or not.

@@ -52,6 +52,7 @@ COMPONENTS = {
         (),
         module="github.com/tektoncd/pipeline",
     ),
+    "helm": Component("helm", "HELM_VERSION", ("helm",), ("version", "--short")),
 }
 COMPONENT_OF = {b: c for c in COMPONENTS.values() for b in c.binaries}
 

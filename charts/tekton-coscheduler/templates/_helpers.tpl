@@ -1,0 +1,50 @@
+{{/* Names and labels shared by every template. */}}
+
+{{- define "tcs.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "tcs.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: controller
+{{- end -}}
+
+{{- define "tcs.labels" -}}
+{{ include "tcs.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "tcs.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "tcs.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "tcs.tlsSecretName" -}}
+{{- if eq .Values.webhook.tls.mode "secret" -}}
+{{- required "webhook.tls.existingSecret is required with webhook.tls.mode=secret" .Values.webhook.tls.existingSecret -}}
+{{- else -}}
+{{- printf "%s-webhook-tls" (include "tcs.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "tcs.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "tcs.serviceHost" -}}
+{{- printf "%s.%s.svc" (include "tcs.fullname" .) .Release.Namespace -}}
+{{- end -}}

@@ -1,0 +1,169 @@
+"""The Helm chart on a test cluster: rendered and installed with a real helm binary.
+
+A local control plane runs no containers, so the chart's Deployment cannot start there. A
+post-renderer (this module, run as a program by helm) drops the Deployment and points the
+chart's MutatingWebhookConfiguration at the controller running on this host (a URL on
+127.0.0.1 and that process's CA), keeping every other field as the chart made it. The host
+process then runs with the chart's ServiceAccount identity (a TokenRequest token), so the
+chart's RBAC is what it works with.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client
+
+from e2e.cluster import ClusterHandle, find_binary
+
+REPO = Path(__file__).resolve().parent.parent
+CHART = REPO / "charts" / "tekton-coscheduler"
+RELEASE = "tcs"
+NAMESPACE = "tekton-coscheduler"
+KUBE_VERSION = "1.36.3"
+# Read by the post-renderer (helm runs it without our arguments' context).
+ENV_URL = "E2E_WEBHOOK_URL"
+ENV_CA = "E2E_WEBHOOK_CA_BUNDLE"
+
+
+def helm() -> str:
+    return str(find_binary("helm"))
+
+
+def _set_args(values: Mapping[str, Any]) -> list[str]:
+    args: list[str] = []
+    for key, value in values.items():
+        args += ["--set-json", f"{key}={yaml.safe_dump(value, default_flow_style=True).strip()}"]
+    return args
+
+
+def run_helm(
+    args: Sequence[str],
+    *,
+    check: bool = True,
+    env: Mapping[str, str] | None = None,
+    kubeconfig: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, **(env or {})}
+    if kubeconfig is not None:
+        full_env["KUBECONFIG"] = str(kubeconfig)
+    out = subprocess.run([helm(), *args], capture_output=True, text=True, env=full_env, timeout=300)
+    if check and out.returncode != 0:
+        raise RuntimeError(f"helm {' '.join(args)} failed:\n{out.stdout}\n{out.stderr}")
+    return out
+
+
+def render(
+    values: Mapping[str, Any] | None = None, namespace: str = NAMESPACE
+) -> list[dict[str, Any]]:
+    out = run_helm(
+        [
+            "template",
+            RELEASE,
+            str(CHART),
+            "--namespace",
+            namespace,
+            "--include-crds",
+            "--kube-version",
+            KUBE_VERSION,
+            *_set_args(values or {}),
+        ]
+    )
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def post_renderer_argv() -> list[str]:
+    return [
+        "--post-renderer",
+        sys.executable,
+        "--post-renderer-args",
+        "-m",
+        "--post-renderer-args",
+        "e2e.chart",
+    ]
+
+
+def install(
+    cluster: ClusterHandle,
+    webhook_url: str,
+    ca_bundle_b64: str,
+    values: Mapping[str, Any] | None = None,
+    *,
+    upgrade: bool = False,
+) -> str:
+    verb = ["upgrade", "--install"] if upgrade else ["install"]
+    out = run_helm(
+        [
+            *verb,
+            RELEASE,
+            str(CHART),
+            "--namespace",
+            NAMESPACE,
+            "--create-namespace",
+            "--wait=false",
+            *post_renderer_argv(),
+            *_set_args(values or {}),
+        ],
+        env={ENV_URL: webhook_url, ENV_CA: ca_bundle_b64, "PYTHONPATH": str(REPO)},
+        kubeconfig=cluster.kubeconfig,
+    )
+    return out.stdout
+
+
+def uninstall(cluster: ClusterHandle) -> str:
+    return run_helm(
+        ["uninstall", RELEASE, "--namespace", NAMESPACE, "--wait"], kubeconfig=cluster.kubeconfig
+    ).stdout
+
+
+def service_account_kubeconfig(cluster: ClusterHandle, path: Path, hours: int = 12) -> Path:
+    """A kubeconfig carrying a TokenRequest token of the chart's ServiceAccount."""
+    with cluster.api_client() as api:
+        core = client.CoreV1Api(api)
+        token = core.create_namespaced_service_account_token(
+            f"{RELEASE}-tekton-coscheduler",
+            NAMESPACE,
+            {"spec": {"expirationSeconds": hours * 3600}},  # type: ignore[arg-type]
+        ).status.token
+        ca = api.configuration.ssl_ca_cert
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "e2e", "cluster": {"server": cluster.server, "certificate-authority": str(ca)}}
+        ],
+        "users": [{"name": "chart-sa", "user": {"token": token}}],
+        "contexts": [{"name": "chart-sa", "context": {"cluster": "e2e", "user": "chart-sa"}}],
+        "current-context": "chart-sa",
+    }
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
+def _post_render(docs: list[dict[str, Any]], url: str, ca_bundle: str) -> list[dict[str, Any]]:
+    out = []
+    for doc in docs:
+        if doc.get("kind") == "Deployment":
+            continue  # no container runtime here: the controller runs on the host instead
+        if doc.get("kind") == "MutatingWebhookConfiguration":
+            for hook in doc["webhooks"]:
+                hook["clientConfig"] = {"url": url, "caBundle": ca_bundle}
+        out.append(doc)
+    return out
+
+
+def main() -> None:
+    docs = [d for d in yaml.safe_load_all(sys.stdin.read()) if d]
+    url, ca = os.environ[ENV_URL], os.environ[ENV_CA]
+    sys.stdout.write(yaml.safe_dump_all(_post_render(docs, url, ca), sort_keys=False))
+
+
+if __name__ == "__main__":
+    main()
