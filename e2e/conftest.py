@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from e2e import chart
 from e2e.cluster import Backend, BinaryNotFound, ClusterHandle, open_cluster
 from e2e.cluster import tekton as tekton_cluster
-from e2e import chart
 from e2e.coscheduler import Coscheduler
 
 _CLUSTER_KEY = pytest.StashKey[ClusterHandle]()
