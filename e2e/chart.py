@@ -10,6 +10,7 @@ chart's RBAC is what it works with.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -39,7 +40,7 @@ def helm() -> str:
 def _set_args(values: Mapping[str, Any]) -> list[str]:
     args: list[str] = []
     for key, value in values.items():
-        args += ["--set-json", f"{key}={yaml.safe_dump(value, default_flow_style=True).strip()}"]
+        args += ["--set-json", f"{key}={json.dumps(value)}"]
     return args
 
 
@@ -96,15 +97,17 @@ def install(
     values: Mapping[str, Any] | None = None,
     *,
     upgrade: bool = False,
+    release: str = RELEASE,
+    namespace: str = NAMESPACE,
 ) -> str:
     verb = ["upgrade", "--install"] if upgrade else ["install"]
     out = run_helm(
         [
             *verb,
-            RELEASE,
+            release,
             str(CHART),
             "--namespace",
-            NAMESPACE,
+            namespace,
             "--create-namespace",
             "--wait=false",
             *post_renderer_argv(),
@@ -116,9 +119,9 @@ def install(
     return out.stdout
 
 
-def uninstall(cluster: ClusterHandle) -> str:
+def uninstall(cluster: ClusterHandle, release: str = RELEASE, namespace: str = NAMESPACE) -> str:
     return run_helm(
-        ["uninstall", RELEASE, "--namespace", NAMESPACE, "--wait"], kubeconfig=cluster.kubeconfig
+        ["uninstall", release, "--namespace", namespace, "--wait"], kubeconfig=cluster.kubeconfig
     ).stdout
 
 
