@@ -1,0 +1,152 @@
+"""The chart installed on the real control plane: its identity's limits, upgrade, uninstall.
+
+The session's `coscheduler` fixture already installed the chart and runs the operator with
+the chart's ServiceAccount token: every other e2e test is evidence that the chart's RBAC is
+enough. These tests show that it is not more than needed, and that upgrades and uninstalls
+behave."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from controller import names
+from e2e import chart
+from e2e.cluster import ClusterHandle
+from e2e.coscheduler import Coscheduler
+from e2e.scenario import Scenario
+
+pytestmark = pytest.mark.e2e
+
+REQ = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+@pytest.fixture
+def as_chart(coscheduler: Coscheduler) -> Iterator[client.ApiClient]:
+    assert coscheduler.kubeconfig is not None
+    api = config.new_client_from_config(str(coscheduler.kubeconfig))
+    yield api
+    api.close()
+
+
+def forbidden(call: Callable[[], Any]) -> bool:
+    try:
+        call()
+    except ApiException as e:
+        return e.status == 403
+    return False
+
+
+def test_chart_identity_is_refused_what_it_must_not_do(
+    as_chart: client.ApiClient, cluster: ClusterHandle
+) -> None:
+    core, custom = client.CoreV1Api(as_chart), client.CustomObjectsApi(as_chart)
+    apps, reg = client.AppsV1Api(as_chart), client.AdmissionregistrationV1Api(as_chart)
+    ns = cluster.create_namespace(f"rbac-{uuid.uuid4().hex[:6]}")
+    refused = {
+        "read secrets": lambda: core.list_secret_for_all_namespaces(),
+        "create pods": lambda: core.create_namespaced_pod(
+            ns,
+            {
+                "metadata": {"name": "x"},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+            },
+        ),
+        "patch pipelineruns": lambda: custom.patch_namespaced_custom_object(
+            "tekton.dev", "v1", ns, "pipelineruns", "any", {"metadata": {"labels": {"a": "b"}}}
+        ),
+        "delete namespaces": lambda: core.delete_namespace(ns),
+        "write Tekton's config": lambda: core.patch_namespaced_config_map(
+            "feature-flags", "tekton-pipelines", {"data": {"coschedule": "workspaces"}}
+        ),
+        "read configmaps elsewhere": lambda: core.list_namespaced_config_map("default"),
+        "change webhooks": lambda: reg.list_mutating_webhook_configuration(),
+        "touch deployments": lambda: apps.list_deployment_for_all_namespaces(),
+        "leases outside its namespace": lambda: client.CoordinationV1Api(
+            as_chart
+        ).list_namespaced_lease("kube-system"),
+        "update statefulsets": lambda: apps.replace_namespaced_stateful_set(
+            "x",
+            ns,
+            client.V1StatefulSet(
+                metadata=client.V1ObjectMeta(name="x"),
+                spec=client.V1StatefulSetSpec(
+                    selector=client.V1LabelSelector(match_labels={"a": "b"}),
+                    template=client.V1PodTemplateSpec(),
+                ),
+            ),
+        ),
+    }
+    allowed_anyway = [what for what, call in refused.items() if not forbidden(call)]
+    assert allowed_anyway == []
+    # and what it needs works
+    assert core.list_namespace(label_selector=f"{names.NAMESPACE_LABEL}=true") is not None
+    assert (
+        apps.list_stateful_set_for_all_namespaces(label_selector=names.BALLOON_SELECTOR) is not None
+    )
+
+
+def test_upgrade_keeps_the_webhook_answering_and_the_ca_stable(
+    cluster: ClusterHandle, coscheduler: Coscheduler
+) -> None:
+    release, ns = "tcs-upgrade", "tcs-upgrade"
+    out = chart.install(
+        cluster, coscheduler.webhook_url, coscheduler.ca_bundle, release=release, namespace=ns
+    )
+    assert "kubectl label namespace" in out and "coschedule" in out  # NOTES say what to do next
+    with cluster.api_client() as api:
+        core, reg = client.CoreV1Api(api), client.AdmissionregistrationV1Api(api)
+        secret = f"{release}-tekton-coscheduler-webhook-tls"
+        ca_before = core.read_namespaced_secret(secret, ns).data["ca.crt"]
+        target = cluster.create_namespace(
+            f"upg-{uuid.uuid4().hex[:6]}", labels={names.NAMESPACE_LABEL: "true"}
+        )
+        s = Scenario(cluster, target)
+        run = s.run(workspaces=[{"name": "w", "emptyDir": {}}])
+        created: list[str] = []
+        errors: list[str] = []
+        done = threading.Event()
+
+        def keep_creating() -> None:
+            while not done.is_set() and len(created) < 200:
+                try:
+                    created.append(s.task_pod(run, f"t{len(created)}", claims=()))
+                except ApiException as e:
+                    errors.append(f"{e.status}: {e.body}")
+
+        worker = threading.Thread(target=keep_creating)
+        worker.start()
+        try:
+            chart.install(
+                cluster,
+                coscheduler.webhook_url,
+                coscheduler.ca_bundle,
+                release=release,
+                namespace=ns,
+                upgrade=True,
+                values={"config.logLevel": "DEBUG", "webhook.timeoutSeconds": 7},
+            )
+        finally:
+            done.set()
+            worker.join(60)
+        assert errors == []
+        assert len(created) > 0
+        for name in created:
+            assert s.pod(name)["spec"]["affinity"]["podAffinity"][REQ], name
+        hook = reg.read_mutating_webhook_configuration(f"{release}-tekton-coscheduler").webhooks[0]
+        assert hook.timeout_seconds == 7
+        assert core.read_namespaced_secret(secret, ns).data["ca.crt"] == ca_before
+
+        chart.uninstall(cluster, release=release, namespace=ns)
+        names_left = [m.metadata.name for m in reg.list_mutating_webhook_configuration().items]
+        assert f"{release}-tekton-coscheduler" not in names_left
+        assert not [x for x in core.list_namespaced_secret(ns).items if x.metadata.name == secret]
+        # pods of opted-in namespaces are still created (the session's own release still answers)
+        assert s.pod_node(s.task_pod(run, "after-uninstall", claims=()))
+        s.close()
