@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_FLAGS ?=
 
-.PHONY: venv lint unit binaries e2e test demo bench clean
+.PHONY: venv lint unit binaries e2e package test demo bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,8 +29,20 @@ binaries:
 e2e: venv binaries
 	$(BIN)/pytest e2e -p no:cacheprovider $(PYTEST_FLAGS)
 
+# As a new user would: `pip install .` into a clean virtualenv, then the CLI with no cluster.
+package:
+	rm -rf build/package-venv
+	$(PYTHON) -m venv build/package-venv
+	build/package-venv/bin/pip install --quiet .
+	build/package-venv/bin/tekton-coscheduler --help >/dev/null
+	build/package-venv/bin/tekton-coscheduler version
+	! KUBECONFIG=/nonexistent build/package-venv/bin/tekton-coscheduler check > build/check.out 2>&1
+	grep -q "verdict: NOT READY" build/check.out
+	! grep -q Traceback build/check.out
+	@echo "package: pip install . works; check without a cluster gives a verdict, not a traceback"
+
 # The test command of the README and of CI.
-test: lint unit e2e
+test: lint unit e2e package
 
 # The main job: a local control plane, the operator, a fan-out/fan-in PipelineRun, a verdict.
 demo: venv binaries
