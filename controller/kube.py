@@ -190,28 +190,20 @@ class Kube:
 
     def create_lease(self, body: Mapping[str, Any]) -> bool:
         """False if someone else created it first."""
-        try:
-            self.coordination.create_namespaced_lease(
-                body["metadata"]["namespace"],
-                body,  # type: ignore[arg-type]  # the client sends plain dicts as they are
-                _request_timeout=self.timeout,
-            )
-            return True
-        except ApiException as exc:
-            if exc.status == 409:
-                return False
-            raise
+        namespace = body["metadata"]["namespace"]
+        return self._unless_conflict(self.coordination.create_namespaced_lease, namespace, body)
 
     def replace_lease(self, body: Mapping[str, Any]) -> bool:
         """False if the Lease changed since it was read (its resourceVersion is checked)."""
         meta = body["metadata"]
+        return self._unless_conflict(
+            self.coordination.replace_namespaced_lease, meta["name"], meta["namespace"], body
+        )
+
+    def _unless_conflict(self, fn: Callable[..., Any], *args: Any) -> bool:
+        """True if the write went through; False on 409 (someone else wrote first)."""
         try:
-            self.coordination.replace_namespaced_lease(
-                meta["name"],
-                meta["namespace"],
-                body,  # type: ignore[arg-type]
-                _request_timeout=self.timeout,
-            )
+            fn(*args, _request_timeout=self.timeout)  # plain dicts are sent as they are
             return True
         except ApiException as exc:
             if exc.status == 409:

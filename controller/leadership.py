@@ -141,8 +141,11 @@ class LeaderElector:
         try:
             lease = self.kube.get_lease(self.namespace, self.name)
             if lease and (lease.get("spec") or {}).get("holderIdentity") == self.me:
-                lease["spec"]["holderIdentity"] = ""
-                lease["spec"]["renewTime"] = _format(datetime(1970, 1, 1, tzinfo=UTC))
+                # As client-go does: no holder, and a lease of one second from now.
+                now = _format(datetime.now(UTC))
+                lease["spec"].update(
+                    holderIdentity=None, leaseDurationSeconds=1, acquireTime=now, renewTime=now
+                )
                 self.kube.replace_lease(lease)
                 log.info("leadership released", lease=f"{self.namespace}/{self.name}")
         except (ApiException, OSError) as exc:

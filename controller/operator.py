@@ -168,13 +168,16 @@ class Operator:
     # -- periodic: every run, every balloon --------------------------------------------------
 
     def resync(self) -> None:
+        # Balloons before runs: a balloon listed now belongs to a run created earlier, which the
+        # later list shows unless it is gone. The other order calls a balloon made in between an
+        # orphan and deletes it.
+        balloons = self.kube.list_balloons()
         runs = {r.uid: r for r in map(tekton.PipelineRun.from_body, self.kube.list_pipelineruns())}
         for run in runs.values():
             try:
                 self.reconcile_run(run.raw)
             except Exception:
                 log.exception("reconcile failed", object=f"PipelineRun/{run.namespace}/{run.name}")
-        balloons = self.kube.list_balloons()
         for sts in balloons:
             uid = (sts["metadata"].get("labels") or {}).get(names.LABEL_RUN_UID, "")
             owner = runs.get(uid)

@@ -11,10 +11,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from controller import names
 from e2e import chart
 from e2e.cluster import Backend, BinaryNotFound, ClusterHandle, open_cluster
 from e2e.cluster import tekton as tekton_cluster
 from e2e.coscheduler import Coscheduler
+from e2e.scenario import Scenario
 
 _CLUSTER_KEY = pytest.StashKey[ClusterHandle]()
 
@@ -107,3 +109,14 @@ def coscheduler(cluster: ClusterHandle, nodes: list[str]) -> Iterator[Coschedule
         yield operator
     finally:
         operator.stop()
+
+
+@pytest.fixture
+def enabled(cluster: ClusterHandle, coscheduler: Coscheduler) -> Iterator[Scenario]:
+    """A fresh namespace that opted in, with the operator running."""
+    ns = cluster.create_namespace(
+        f"on-{uuid.uuid4().hex[:6]}", labels={names.NAMESPACE_LABEL: "true"}
+    )
+    scenario = Scenario(cluster, ns)
+    yield scenario
+    scenario.close()

@@ -66,6 +66,11 @@ class Scenario:
         )
         return name
 
+    def claim_on(self, node: str, name: str = "source") -> None:
+        """A claim whose only possible volume lives on `node`."""
+        self.pvc(name)
+        self.pv_on(node, name)
+
     def run(self, name: str = "build", **kw: Any) -> dict[str, Any]:
         body = factories.pipelinerun(name=name, namespace=self.ns, uid="", succeeded=None, **kw)
         meta = body["metadata"]

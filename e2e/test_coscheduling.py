@@ -23,13 +23,6 @@ pytestmark = pytest.mark.e2e
 REQ = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
-@pytest.fixture
-def enabled(cluster: ClusterHandle, coscheduler: Coscheduler) -> Iterator[Scenario]:
-    ns = cluster.create_namespace(f"on-{uuid.uuid4().hex[:6]}", labels={names.NAMESPACE_LABEL: "true"})
-    scenario = Scenario(cluster, ns)
-    yield scenario
-    scenario.close()
-
 
 @pytest.fixture
 def disabled(cluster: ClusterHandle, coscheduler: Coscheduler) -> Iterator[Scenario]:
@@ -54,8 +47,7 @@ def test_every_pod_of_a_run_lands_on_the_balloon_node(enabled: Scenario, nodes: 
 
 def test_run_using_a_claim_bound_on_node_3_is_anchored_on_node_3(enabled: Scenario, nodes: list[str]) -> None:
     s = enabled
-    s.pvc("source")
-    s.pv_on(nodes[3], "source")
+    s.claim_on(nodes[3])
     run = s.run()
     assert s.balloon_node(run) == nodes[3]
     pods = [s.task_pod(run, t) for t in ("a", "b", "c")]
@@ -84,8 +76,7 @@ def test_two_claims_whose_volumes_meet_on_one_node(enabled: Scenario, nodes: lis
 
 def test_namespace_without_label_is_untouched(disabled: Scenario, nodes: list[str]) -> None:
     s = disabled
-    s.pvc("source")
-    s.pv_on(nodes[2], "source")
+    s.claim_on(nodes[2])
     run = s.run()
     pod = s.task_pod(run, "a", affinity=user_affinity())
     s.pod_node(pod)
@@ -95,8 +86,7 @@ def test_namespace_without_label_is_untouched(disabled: Scenario, nodes: list[st
 
 def test_opted_out_run_gets_no_balloon_and_its_pods_no_term(enabled: Scenario, nodes: list[str]) -> None:
     s = enabled
-    s.pvc("source")
-    s.pv_on(nodes[0], "source")
+    s.claim_on(nodes[0])
     run = s.run(annotations={names.OPT_OUT_ANNOTATION: "false"})
     pod = s.task_pod(run, "a")
     s.pod_node(pod)
@@ -106,8 +96,7 @@ def test_opted_out_run_gets_no_balloon_and_its_pods_no_term(enabled: Scenario, n
 
 def test_pods_own_affinity_survives(enabled: Scenario, nodes: list[str]) -> None:
     s = enabled
-    s.pvc("source")
-    s.pv_on(nodes[2], "source")
+    s.claim_on(nodes[2])
     run = s.run()
     anchor = s.balloon_node(run)
     pod = s.task_pod(run, "a", affinity=user_affinity())
@@ -124,8 +113,7 @@ def test_deleting_the_run_removes_the_balloon_by_garbage_collection(
     enabled: Scenario, nodes: list[str], coscheduler: Coscheduler
 ) -> None:
     s = enabled
-    s.pvc("source")
-    s.pv_on(nodes[0], "source")
+    s.claim_on(nodes[0])
     run = s.run()
     s.balloon_node(run)
     coscheduler.stop()  # only the garbage collector can remove it now
@@ -138,8 +126,7 @@ def test_deleting_the_run_removes_the_balloon_by_garbage_collection(
 
 def test_finishing_the_run_deletes_the_balloon(enabled: Scenario, nodes: list[str]) -> None:
     s = enabled
-    s.pvc("source")
-    s.pv_on(nodes[0], "source")
+    s.claim_on(nodes[0])
     run = s.run()
     s.balloon_node(run)
     s.finish(run, "False")
@@ -150,8 +137,7 @@ def test_killing_the_operator_mid_run_makes_no_second_balloon(
     enabled: Scenario, nodes: list[str], coscheduler: Coscheduler
 ) -> None:
     s = enabled
-    s.pvc("source")
-    s.pv_on(nodes[1], "source")
+    s.claim_on(nodes[1])
     run = s.run()
     anchor = s.balloon_node(run)
     first = s.balloons(run)[0].metadata.uid

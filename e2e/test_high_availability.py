@@ -6,12 +6,10 @@ import json
 import ssl
 import time
 import urllib.request
-import uuid
-from collections.abc import Iterator
 
 import pytest
 
-from controller import names, webhook
+from controller import webhook
 from e2e.cluster import ClusterHandle
 from e2e.coscheduler import Coscheduler
 from e2e.scenario import Scenario
@@ -19,15 +17,6 @@ from tests import factories
 
 pytestmark = pytest.mark.e2e
 
-
-@pytest.fixture
-def enabled(cluster: ClusterHandle, coscheduler: Coscheduler) -> Iterator[Scenario]:
-    ns = cluster.create_namespace(
-        f"ha-{uuid.uuid4().hex[:6]}", labels={names.NAMESPACE_LABEL: "true"}
-    )
-    scenario = Scenario(cluster, ns)
-    yield scenario
-    scenario.close()
 
 
 def admission_answer(replica: Coscheduler, namespace: str) -> dict[str, object]:

@@ -7,7 +7,6 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,13 +23,6 @@ pytestmark = pytest.mark.e2e
 REQ = "requiredDuringSchedulingIgnoredDuringExecution"
 POLICY = ("tekton-coscheduler.dev", "v1alpha1")
 
-
-@pytest.fixture
-def enabled(cluster: ClusterHandle, coscheduler: Coscheduler) -> Iterator[Scenario]:
-    ns = cluster.create_namespace(f"rep-{uuid.uuid4().hex[:6]}", labels={names.NAMESPACE_LABEL: "true"})
-    scenario = Scenario(cluster, ns)
-    yield scenario
-    scenario.close()
 
 
 def metric(coscheduler: Coscheduler, name: str) -> float:

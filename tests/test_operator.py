@@ -1,0 +1,108 @@
+"""The operator's orchestration against an in-memory API (a stand-in: the real evidence is the
+e2e suite). Here: races and replays that are hard to time on a real cluster."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from controller import balloon, names, policy
+from controller.clusterview import Facts
+from controller.metrics import Metrics
+from controller.operator import Operator
+from controller.settings import Settings
+from tests import factories
+
+
+class MemoryKube:
+    def __init__(self) -> None:
+        self.runs: dict[str, dict[str, Any]] = {}
+        self.statefulsets: dict[str, dict[str, Any]] = {}
+        self.deleted: list[str] = []
+        self.on_list_runs: list[Any] = []
+
+    def list_pipelineruns(self) -> list[dict[str, Any]]:
+        listed = [copy.deepcopy(r) for r in self.runs.values()]
+        for hook in self.on_list_runs:  # what happens while the answer travels back
+            hook()
+        return listed
+
+    def list_balloons(self) -> list[dict[str, Any]]:
+        return [copy.deepcopy(s) for s in self.statefulsets.values()]
+
+    def get_statefulset(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return copy.deepcopy(self.statefulsets.get(name))
+
+    def create_statefulset(self, manifest: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        name = manifest["metadata"]["name"]
+        if name in self.statefulsets:
+            return self.statefulsets[name], False
+        self.statefulsets[name] = {**copy.deepcopy(manifest),
+                                   "metadata": {**manifest["metadata"], "uid": f"sts-{name}",
+                                                "creationTimestamp": "2026-11-22T03:00:00Z"}}
+        return self.statefulsets[name], True
+
+    def delete_statefulset(self, namespace: str, name: str, uid: str | None = None) -> bool:
+        self.deleted.append(name)
+        return self.statefulsets.pop(name, None) is not None
+
+    def list_pvcs(self, namespace: str) -> list[dict[str, Any]]:
+        return []
+
+    def list_balloon_pods(self, namespace: str, run_uid: str) -> list[dict[str, Any]]:
+        return [{"spec": {"nodeName": "node-1"}}]
+
+    def post_event(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+class StaticView:
+    def __init__(self) -> None:
+        self.facts = Facts(synced=True, enabled_namespaces=frozenset({"team-a"}), assistant_on=False,
+                           defaults=policy.PolicyResolution(policy.defaults(Settings())))
+
+    def subscribe(self, listener: Any) -> None:
+        pass
+
+
+def make() -> tuple[Operator, MemoryKube]:
+    kube = MemoryKube()
+    return Operator(Settings(), kube, StaticView(), Metrics()), kube  # type: ignore[arg-type]
+
+
+def test_a_run_created_during_a_resync_keeps_its_new_balloon() -> None:
+    operator, kube = make()
+
+    def run_and_balloon_appear() -> None:  # what the event handler does meanwhile
+        body = factories.pipelinerun(name="late", uid="late-uid")
+        kube.runs["late"] = body
+        operator.reconcile_run(body)
+
+    kube.on_list_runs.append(run_and_balloon_appear)
+    operator.resync()
+    assert balloon.balloon_name("late-uid") in kube.statefulsets
+    assert kube.deleted == []
+
+
+def test_resync_deletes_orphans_and_balloons_of_finished_runs_only() -> None:
+    operator, kube = make()
+    live = factories.pipelinerun(name="live", uid="live-uid")
+    done = factories.pipelinerun(name="done", uid="done-uid")
+    for body in (live, done):
+        kube.runs[body["metadata"]["name"]] = body
+        operator.reconcile_run(body)
+    orphan = copy.deepcopy(kube.statefulsets[balloon.balloon_name("live-uid")])
+    orphan["metadata"]["name"] = "coschedule-gone"
+    orphan["metadata"]["labels"][names.LABEL_RUN_UID] = "gone-uid"
+    kube.statefulsets["coschedule-gone"] = orphan
+    kube.runs["done"]["status"]["conditions"][0]["status"] = "True"
+    operator.resync()
+    assert set(kube.statefulsets) == {balloon.balloon_name("live-uid")}
+
+
+def test_replayed_events_create_one_balloon() -> None:
+    operator, kube = make()
+    body = factories.pipelinerun()
+    for _ in range(5):
+        operator.reconcile_run(body)
+    assert len(kube.statefulsets) == 1
