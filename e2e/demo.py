@@ -3,8 +3,9 @@
 python -m e2e.demo [--nodes 4] [--keep]
 
 Starts a throwaway local control plane (etcd, kube-apiserver, kube-controller-manager,
-kube-scheduler, kwok nodes, the Tekton Pipelines controller), runs tekton-coscheduler on this
-host with its webhook registered with the API server, submits one PipelineRun (one task, three
+kube-scheduler, kwok nodes, the Tekton Pipelines controller), installs tekton-coscheduler with
+its Helm chart (the controller itself runs on this host, with the chart's ServiceAccount token,
+since no container can run here), submits one PipelineRun (one task, three
 in parallel, one after, all sharing a volumeClaimTemplate workspace), and prints where every
 pod and volume went, with a verdict. Then stops everything.
 """
@@ -22,8 +23,9 @@ from typing import Any
 from kubernetes import client
 
 from controller import names
+from e2e import chart
 from e2e.cluster import ClusterHandle, LocalCluster
-from e2e.coscheduler import Coscheduler, install_crds
+from e2e.coscheduler import Coscheduler
 
 NAMESPACE = "demo"
 STEP = {
@@ -198,11 +200,15 @@ def main() -> int:
                     cluster.add_local_pv(f"{node}-disk-{i}", node)
         with step("starting Tekton Pipelines (its own affinity assistant off)"):
             cluster.start_tekton()
-        with step("starting tekton-coscheduler and registering its webhook"):
-            install_crds(cluster)
-            operator = Coscheduler(cluster)
+        with step(
+            "helm install tekton-coscheduler; its controller runs here as the chart's account"
+        ):
+            operator = Coscheduler(cluster, env_overrides={"POD_NAMESPACE": chart.NAMESPACE})
+            chart.install(cluster, operator.webhook_url, operator.ca_bundle)
+            operator.kubeconfig = chart.service_account_kubeconfig(
+                cluster, cluster.logs_dir / "chart-sa.kubeconfig"
+            )
             operator.start()
-            operator.register_webhook()
             cluster.create_namespace(NAMESPACE, labels={names.NAMESPACE_LABEL: "true"})
         name = f"fan-out-in-{uuid.uuid4().hex[:5]}"
         with cluster.api_client() as api:
