@@ -86,8 +86,20 @@ class Operator:
                 decision = reconcile.decide(
                     reconcile.Observed(**{**observed.__dict__, "balloon_pod_node": node})
                 )
+        if decision.verb in (Verb.CREATE, Verb.UPDATE) and not self._still_live(run):
+            return reconcile.Decision(Verb.NONE, "run no longer live")
         self._act(run, decision, existing)
         return decision
+
+    def _still_live(self, run: tekton.PipelineRun) -> bool:
+        """The body we decided on may be old: a resync's list, or a queued watch event. Making a
+        balloon for a run that has since finished would leave one that no event deletes soon,
+        so ask the API server once more before creating (creating is rare; this GET is cheap)."""
+        fresh = self.kube.get_pipelinerun(run.namespace, run.name)
+        if fresh is None:
+            return False
+        now = tekton.PipelineRun.from_body(fresh)
+        return now.uid == run.uid and not (now.finished or now.pending or now.opted_out)
 
     def _observe(
         self, run: tekton.PipelineRun, facts: Facts, existing: Mapping[str, Any] | None

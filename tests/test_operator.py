@@ -27,6 +27,9 @@ class MemoryKube:
             hook()
         return listed
 
+    def get_pipelinerun(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return copy.deepcopy(self.runs.get(name))
+
     def list_balloons(self) -> list[dict[str, Any]]:
         return [copy.deepcopy(s) for s in self.statefulsets.values()]
 
@@ -37,9 +40,14 @@ class MemoryKube:
         name = manifest["metadata"]["name"]
         if name in self.statefulsets:
             return self.statefulsets[name], False
-        self.statefulsets[name] = {**copy.deepcopy(manifest),
-                                   "metadata": {**manifest["metadata"], "uid": f"sts-{name}",
-                                                "creationTimestamp": "2026-11-22T03:00:00Z"}}
+        self.statefulsets[name] = {
+            **copy.deepcopy(manifest),
+            "metadata": {
+                **manifest["metadata"],
+                "uid": f"sts-{name}",
+                "creationTimestamp": "2026-11-22T03:00:00Z",
+            },
+        }
         return self.statefulsets[name], True
 
     def delete_statefulset(self, namespace: str, name: str, uid: str | None = None) -> bool:
@@ -58,8 +66,12 @@ class MemoryKube:
 
 class StaticView:
     def __init__(self) -> None:
-        self.facts = Facts(synced=True, enabled_namespaces=frozenset({"team-a"}), assistant_on=False,
-                           defaults=policy.PolicyResolution(policy.defaults(Settings())))
+        self.facts = Facts(
+            synced=True,
+            enabled_namespaces=frozenset({"team-a"}),
+            assistant_on=False,
+            defaults=policy.PolicyResolution(policy.defaults(Settings())),
+        )
 
     def subscribe(self, listener: Any) -> None:
         pass
@@ -103,6 +115,31 @@ def test_resync_deletes_orphans_and_balloons_of_finished_runs_only() -> None:
 def test_replayed_events_create_one_balloon() -> None:
     operator, kube = make()
     body = factories.pipelinerun()
+    kube.runs[body["metadata"]["name"]] = body
     for _ in range(5):
         operator.reconcile_run(body)
     assert len(kube.statefulsets) == 1
+
+
+def test_a_stale_view_of_a_finished_run_makes_no_balloon() -> None:
+    """Seen with 50 runs at once: a resync's list said 'running' after the run had finished
+    and its balloon was deleted; the balloon came back on another node."""
+    operator, kube = make()
+    stale = factories.pipelinerun(name="done")
+    kube.runs["done"] = factories.pipelinerun(name="done", succeeded="True")
+    decision = operator.reconcile_run(stale)
+    assert kube.statefulsets == {}
+    assert decision.why == "run no longer live"
+
+
+def test_a_deleted_run_gets_no_balloon_from_an_old_event() -> None:
+    operator, kube = make()
+    operator.reconcile_run(factories.pipelinerun(name="gone"))
+    assert kube.statefulsets == {}
+
+
+def test_a_run_recreated_under_the_same_name_is_not_the_old_one() -> None:
+    operator, kube = make()
+    kube.runs["build"] = factories.pipelinerun(name="build", uid="new-uid")
+    operator.reconcile_run(factories.pipelinerun(name="build", uid="old-uid"))
+    assert kube.statefulsets == {}
