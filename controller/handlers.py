@@ -37,13 +37,13 @@ def pipelinerun_event(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: A
 
 @kopf.on.event("v1", "pods", labels=BALLOON_LABELS, registry=registry)
 def balloon_pod_event(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
-    _op(memo).on_balloon_pod(body, deleted=type == "DELETED")
+    _op(memo).placement.on_balloon_pod(body, deleted=type == "DELETED")
 
 
 @kopf.on.event("v1", "pods", labels={tekton.LABEL_TASK_RUN: kopf.PRESENT}, registry=registry)
 def task_pod_event(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
     if type != "DELETED":
-        _op(memo).on_task_pod(body)
+        _op(memo).placement.on_task_pod(body)
 
 
 @kopf.on.event(names.POLICY_GROUP, names.POLICY_VERSION, names.POLICY_PLURAL, registry=registry)

@@ -1,4 +1,4 @@
-"""The operator's work: observe (kube), decide (reconcile, balloon), act (kube), tell (notify).
+"""The operator's work on runs: observe (kube), decide (reconcile), act (kube), tell (notify).
 
 The kopf handlers in handlers.py call these methods and nothing else. Every method is safe to
 run again with the same input: that is what makes restarts and replayed events harmless.
@@ -6,7 +6,6 @@ run again with the same input: that is what makes restarts and replayed events h
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -14,33 +13,16 @@ from typing import Any
 import structlog
 from kubernetes.client.exceptions import ApiException
 
-from controller import affinity, balloon, names, policy, reconcile, tekton
+from controller import balloon, names, policystatus, reconcile, tekton
 from controller.clusterview import ClusterView, Facts
 from controller.kube import Kube
 from controller.metrics import Metrics
 from controller.notify import Notifier, pipelinerun_ref
+from controller.placement import Placement, parse_time, scheduled_condition
 from controller.reconcile import Notice, Verb
 from controller.settings import Settings
 
 log = structlog.get_logger(__name__)
-
-HOSTNAME = "kubernetes.io/hostname"
-
-
-def parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def scheduled_condition(pod: Mapping[str, Any]) -> Mapping[str, Any]:
-    for cond in (pod.get("status") or {}).get("conditions") or []:
-        if isinstance(cond, dict) and cond.get("type") == "PodScheduled":
-            return cond
-    return {}
 
 
 class Operator:
@@ -50,9 +32,7 @@ class Operator:
         self.view = view
         self.metrics = metrics
         self.notifier = Notifier(kube)
-        self._anchors: dict[str, str] = {}  # run uid -> node of its balloon pod
-        self._misplaced: set[str] = set()
-        self._lock = threading.Lock()
+        self.placement = Placement(kube, metrics, self.notifier)
         view.subscribe(self.on_facts)
 
     # -- PipelineRuns ----------------------------------------------------------------------
@@ -81,7 +61,7 @@ class Operator:
         observed = self._observe(run, facts, existing)
         decision = reconcile.decide(observed)
         if decision.verb is Verb.UPDATE:
-            node = self._balloon_node(run)
+            node = self.placement.node_of(run.namespace, run.uid)
             if node is not None:
                 decision = reconcile.decide(
                     reconcile.Observed(**{**observed.__dict__, "balloon_pod_node": node})
@@ -163,19 +143,7 @@ class Operator:
             self.metrics.balloons_deleted.labels(reason=why).inc()
             self.metrics.balloons_active.dec()
             log.info("balloon deleted", balloon=meta["name"], namespace=meta["namespace"], why=why)
-        with self._lock:
-            self._anchors.pop((meta.get("labels") or {}).get(names.LABEL_RUN_UID, ""), None)
-
-    def _balloon_node(self, run: tekton.PipelineRun) -> str | None:
-        with self._lock:
-            known = self._anchors.get(run.uid)
-        if known:
-            return known
-        for pod in self.kube.list_balloon_pods(run.namespace, run.uid):
-            node = (pod.get("spec") or {}).get("nodeName")
-            if node:
-                return str(node)
-        return None
+        self.placement.forget((meta.get("labels") or {}).get(names.LABEL_RUN_UID, ""))
 
     # -- periodic: every run, every balloon --------------------------------------------------
 
@@ -201,13 +169,18 @@ class Operator:
         for obj in self.view.facts.policy_objects:
             self.report_policy(obj)
 
+    def report_policy(self, obj: Mapping[str, Any]) -> None:
+        policystatus.report(self.kube, self.notifier, self.view.facts, obj)
+
     def _check_placed(self, run: tekton.PipelineRun, sts: Mapping[str, Any]) -> None:
         """A balloon that has no bound pod after a while is said on the run, with the why."""
         created = parse_time(sts["metadata"].get("creationTimestamp"))
         if created is None:
             return
         age = (datetime.now(UTC) - created).total_seconds()
-        if age < self.settings.balloon_stuck_after or self._balloon_node(run):
+        if age < self.settings.balloon_stuck_after or self.placement.node_of(
+            run.namespace, run.uid
+        ):
             return
         pods = self.kube.list_balloon_pods(run.namespace, run.uid)
         if pods:
@@ -224,143 +197,7 @@ class Operator:
             run.uid,
         )
 
-    # -- pods ----------------------------------------------------------------------------------
-
-    def on_balloon_pod(self, pod: Mapping[str, Any], deleted: bool = False) -> None:
-        meta = pod.get("metadata") or {}
-        labels = meta.get("labels") or {}
-        uid = labels.get(names.LABEL_RUN_UID, "")
-        node = (pod.get("spec") or {}).get("nodeName")
-        ns = meta.get("namespace", "")
-        run_name = labels.get(names.LABEL_RUN, "")
-        if deleted:
-            with self._lock:
-                if self._anchors.get(uid) == node:
-                    self._anchors.pop(uid, None)
-            return
-        ref = pipelinerun_ref(run_name, ns, uid)
-        if not node:
-            cond = scheduled_condition(pod)
-            if cond.get("reason") == "Unschedulable":
-                self.metrics.balloon_problems.labels(reason="unschedulable").inc()
-                self.notifier.tell(
-                    ref,
-                    Notice(
-                        "BalloonUnschedulable",
-                        f"no node fits the run's anchor: {cond.get('message', '')}",
-                    ),
-                    uid,
-                )
-            return
-        with self._lock:
-            self._anchors[uid] = node
-        sts_name = balloon.balloon_name(uid)
-        sts = self.kube.get_statefulset(ns, sts_name)
-        if (
-            sts is None
-            or (sts["metadata"].get("annotations") or {}).get(names.ANNOTATION_ANCHORED_NODE)
-            == node
-        ):
-            return
-        run_created = parse_time(
-            (sts["metadata"].get("annotations") or {}).get(names.ANNOTATION_RUN_CREATED)
-        )
-        bound_at = parse_time(scheduled_condition(pod).get("lastTransitionTime")) or datetime.now(
-            UTC
-        )
-        if run_created is not None:
-            self.metrics.run_to_anchor_seconds.observe(
-                max(0.0, (bound_at - run_created).total_seconds())
-            )
-        self.notifier.tell(
-            ref, Notice("Anchored", f"the run's pods go to node {node}", warning=False), (uid, node)
-        )
-        self.kube.annotate_statefulset(ns, sts_name, {names.ANNOTATION_ANCHORED_NODE: node})
-
-    def on_task_pod(self, pod: Mapping[str, Any]) -> None:
-        """Count a pod of an anchored run that was bound elsewhere than its balloon."""
-        meta = pod.get("metadata") or {}
-        spec = pod.get("spec") or {}
-        node = spec.get("nodeName")
-        run = tekton.task_run_pod_run(meta.get("labels") or {})
-        if not node or run is None or meta.get("uid") in self._misplaced:
-            return
-        ours = affinity.balloon_terms(spec)
-        if not ours or ours[0].get("topologyKey") != HOSTNAME or not run.uid:
-            return
-        anchor = self._balloon_node(
-            tekton.PipelineRun.from_body(
-                {"metadata": {"name": run.name, "namespace": meta.get("namespace"), "uid": run.uid}}
-            )
-        )
-        if anchor is None or anchor == node:
-            return
-        self._misplaced.add(meta.get("uid", ""))
-        self.metrics.misplaced_pods.inc()
-        self.notifier.tell(
-            pipelinerun_ref(run.name, meta.get("namespace", ""), run.uid),
-            Notice(
-                "PodMisplaced", f"pod {meta.get('name')} runs on {node}, its anchor on {anchor}"
-            ),
-            meta.get("uid"),
-        )
-
     # -- policies and Tekton's flags ------------------------------------------------------------
-
-    def report_policy(self, obj: Mapping[str, Any]) -> None:
-        meta = obj.get("metadata") or {}
-        ns, name = meta.get("namespace", ""), meta.get("name", "")
-        problems = [p for p in self.view.facts.policy_for(ns).problems if p.name == name]
-        if not problems:
-            try:
-                policy.parse_spec(obj.get("spec", {}))
-            except ValueError as exc:
-                problems = [policy.PolicyProblem(name, "Invalid", str(exc))]
-        status = "False" if problems else "True"
-        reason = problems[0].reason if problems else "Active"
-        message = problems[0].message if problems else "this policy applies to the namespace"
-        current: Mapping[str, Any] = next(
-            (
-                c
-                for c in (obj.get("status") or {}).get("conditions") or []
-                if c.get("type") == "Ready"
-            ),
-            {},
-        )
-        generation = meta.get("generation")
-        if (obj.get("status") or {}).get("observedGeneration") == generation and (
-            current.get("status"),
-            current.get("reason"),
-            current.get("message"),
-        ) == (status, reason, message):
-            return
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        self.kube.patch_policy_status(
-            ns,
-            name,
-            {
-                "observedGeneration": generation,
-                "conditions": [
-                    {
-                        "type": "Ready",
-                        "status": status,
-                        "reason": reason,
-                        "message": message,
-                        "lastTransitionTime": now,
-                        "observedGeneration": generation,
-                    }
-                ],
-            },
-        )
-        if problems:
-            involved = {
-                "apiVersion": f"{names.POLICY_GROUP}/{names.POLICY_VERSION}",
-                "kind": names.POLICY_KIND,
-                "metadata": meta,
-            }
-            self.notifier.tell(
-                involved, Notice(f"Policy{reason}", message), (meta.get("uid"), generation)
-            )
 
     def on_facts(self, old: Facts, new: Facts) -> None:
         invalid = sum(1 for r in new.policies.values() for p in r.problems if p.reason == "Invalid")
