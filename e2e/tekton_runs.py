@@ -214,12 +214,12 @@ class PodRecorder:
 
     def _record(self, pod: client.V1Pod, deleted: bool) -> None:
         now = time.time()
-        name = pod.metadata.name
+        key = pod.metadata.uid  # not the name: a StatefulSet re-creates its pod under the same one
         with self._lock:
-            seen = self._pods.get(name)
+            seen = self._pods.get(key)
             if seen is None:
-                seen = self._pods[name] = PodSeen(
-                    name=name, labels=dict(pod.metadata.labels or {}), first_seen=now
+                seen = self._pods[key] = PodSeen(
+                    name=pod.metadata.name, labels=dict(pod.metadata.labels or {}), first_seen=now
                 )
             if pod.spec.node_name and seen.node is None:
                 seen.node = pod.spec.node_name
@@ -227,6 +227,10 @@ class PodRecorder:
                 seen.spec = client.ApiClient().sanitize_for_serialization(pod.spec)
                 seen.annotations = dict(pod.metadata.annotations or {})
             seen.deleted = seen.deleted or deleted
+
+    def all(self) -> list[PodSeen]:
+        with self._lock:
+            return list(self._pods.values())
 
     def pods(self, run_uid: str) -> list[PodSeen]:
         """The TaskRun pods of a run (not its balloon nor Tekton's assistant)."""
@@ -244,6 +248,11 @@ class PodRecorder:
                 for p in self._pods.values()
                 if p.is_balloon and p.labels.get(names.LABEL_RUN_UID) == run_uid
             ]
+
+    def first_balloon_node(self, run_uid: str) -> str | None:
+        """Where the run's first balloon pod was bound: the anchor while the run was live."""
+        bound = [b for b in self.balloons(run_uid) if b.node and b.bound_at]
+        return min(bound, key=lambda b: b.bound_at or 0).node if bound else None
 
     def wait_pods(
         self, run_uid: str, tasks: Iterable[str], timeout: float = 120, bound: bool = True
@@ -318,12 +327,13 @@ def task_runs(
     return list(listed["items"])
 
 
-def anchored_node(core: client.CoreV1Api, namespace: str, run_uid: str) -> str | None:
-    """The node of our Anchored Event on the run ("... go to node <node>"), if said yet."""
-    for event in core.list_namespaced_event(namespace).items:
-        if event.reason == "Anchored" and event.involved_object.uid == run_uid:
-            return str(event.message.rsplit(" ", 1)[-1])
-    return None
+def anchored_nodes(core: client.CoreV1Api, namespace: str, run_uid: str) -> list[str]:
+    """The nodes our Anchored Events on the run name ("... go to node <node>")."""
+    return [
+        str(event.message.rsplit(" ", 1)[-1])
+        for event in core.list_namespaced_event(namespace).items
+        if event.reason == "Anchored" and event.involved_object.uid == run_uid
+    ]
 
 
 def schedulable_nodes(core: client.CoreV1Api) -> list[str]:
