@@ -168,6 +168,15 @@ class Kube:
 
     # -- our policy ----------------------------------------------------------------------
 
+    def list_policies(self, namespace: str) -> list[Obj]:
+        return self._items(
+            self.custom.list_namespaced_custom_object,
+            names.POLICY_GROUP,
+            names.POLICY_VERSION,
+            namespace,
+            names.POLICY_PLURAL,
+        )
+
     def patch_policy_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         try:
             self.custom.patch_namespaced_custom_object_status(

@@ -170,7 +170,7 @@ class Operator:
             self.report_policy(obj)
 
     def report_policy(self, obj: Mapping[str, Any]) -> None:
-        policystatus.report(self.kube, self.notifier, self.view.facts, obj)
+        policystatus.report(self.settings, self.kube, self.notifier, obj)
 
     def _check_placed(self, run: tekton.PipelineRun, sts: Mapping[str, Any]) -> None:
         """A balloon that has no bound pod after a while is said on the run, with the why."""

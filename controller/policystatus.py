@@ -2,27 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from controller import names, policy
-from controller.clusterview import Facts
 from controller.kube import Kube
 from controller.notify import Notifier
 from controller.reconcile import Notice
+from controller.settings import Settings
 
 
-def problems_of(facts: Facts, obj: Mapping[str, Any]) -> list[policy.PolicyProblem]:
-    meta = obj.get("metadata") or {}
-    ns, name = meta.get("namespace", ""), meta.get("name", "")
-    problems = [p for p in facts.policy_for(ns).problems if p.name == name]
-    if not problems:
-        try:
-            policy.parse_spec(obj.get("spec", {}))
-        except ValueError as exc:
-            problems = [policy.PolicyProblem(name, "Invalid", str(exc))]
-    return problems
+def problems_of(
+    settings: Settings, obj: Mapping[str, Any], neighbours: Sequence[Mapping[str, Any]]
+) -> list[policy.PolicyProblem]:
+    """Pure: what is wrong with this policy among the namespace's policies (itself included or
+    not: a watch event may arrive before a list shows the object)."""
+    name = (obj.get("metadata") or {}).get("name", "")
+    others = [o for o in neighbours if (o.get("metadata") or {}).get("name") != name]
+    return [p for p in policy.resolve(settings, [*others, obj]).problems if p.name == name]
 
 
 def wanted_status(
@@ -56,9 +54,11 @@ def wanted_status(
     }
 
 
-def report(kube: Kube, notifier: Notifier, facts: Facts, obj: Mapping[str, Any]) -> None:
+def report(settings: Settings, kube: Kube, notifier: Notifier, obj: Mapping[str, Any]) -> None:
     meta = obj.get("metadata") or {}
-    problems = problems_of(facts, obj)
+    # A fresh list rather than our watch's copy, which may not have seen a policy just made.
+    neighbours = kube.list_policies(meta.get("namespace", ""))
+    problems = problems_of(settings, obj, neighbours)
     status = wanted_status(obj, problems, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
     if status is None:
         return

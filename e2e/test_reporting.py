@@ -104,6 +104,7 @@ def test_policy_topology_key_reaches_the_pods_and_status_is_reported(enabled: Sc
     policy(s, "zone", {"topologyKey": "topology.kubernetes.io/zone", "isolation": "none"})
     s.cluster.wait_for(lambda: (ready_condition(s, "zone") or {}).get("status") == "True",
                        timeout=20, what="policy Ready=True")
+    time.sleep(1.1)  # creation times have whole seconds; a tie would go by name ("second" first)
     policy(s, "second", {"isolation": "required"})
     cond = s.cluster.wait_for(lambda: ready_condition(s, "second"), timeout=20, what="second policy status")
     assert (cond["status"], cond["reason"]) == ("False", "Superseded")
