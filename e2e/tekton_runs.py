@@ -225,7 +225,7 @@ class PodRecorder:
                 seen.node = pod.spec.node_name
                 seen.bound_at = now
                 seen.spec = client.ApiClient().sanitize_for_serialization(pod.spec)
-                seen.annotations = dict(pod.metadata.annotations or {})
+            seen.annotations = dict(pod.metadata.annotations or {})
             seen.deleted = seen.deleted or deleted
 
     def all(self) -> list[PodSeen]:

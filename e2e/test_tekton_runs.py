@@ -2,10 +2,10 @@
 
 Tekton makes the TaskRuns, PVCs and pods; kwok plays the kubelet (e2e/cluster/stages:
 pod-complete-taskrun ends a pod with the exit-code annotation after run-seconds). Each test
-checks that every TaskRun pod of the run was bound to the node of the run's balloon (as our
-Anchored Event names it while the run is live), that the run ends as it should, and that the
-balloon is gone afterwards. These tests run last (conftest): the Tekton controller would fail
-the hand-made runs of the other suites.
+checks that every TaskRun pod of the run was bound to the node of the run's balloon (where its
+first balloon pod was bound, as our Anchored Event names it too), that the run ends as it
+should, and that the balloon is gone afterwards. These tests run last (conftest): the Tekton
+controller would fail the hand-made runs of the other suites.
 """
 
 from __future__ import annotations
@@ -243,11 +243,10 @@ def test_finally_task_and_a_retry_after_a_failed_first_attempt(runs: Runs) -> No
         ],
         {},
         finally_tasks=[tr.task("cleanup", workspaces=())],
-        task_annotations={"flaky": {tr.EXIT_CODE: "1", tr.RUN_SECONDS: "3"}},
+        task_annotations={"flaky": {tr.EXIT_CODE: "1", tr.RUN_SECONDS: "5"}},
     )
     run = s.start(body)
     first = s.recorder.wait_pods(run["metadata"]["uid"], ["flaky"], bound=False)[0]
-    assert first.annotations.get(tr.EXIT_CODE, "1") == "1"
     s.custom.patch_namespaced_custom_object(
         *tr.TEKTON,
         s.ns,
