@@ -1,6 +1,7 @@
 """Ours vs Tekton's affinity assistant vs no coscheduling, on the fan-out/fan-in pipeline.
 
 python -m e2e.compare [--runs 20] [--nodes 4] [--volumes zonal|node] [--block 5] [--csv FILE]
+                      [--modes tekton-coscheduler tekton-assistant none]
 
 Starts one local control plane (kwok nodes, the real Tekton controller) and runs the pipeline
 of e2e/tekton_runs.py (fetch -> build-a|build-b|build-c -> publish, one volumeClaimTemplate
@@ -16,8 +17,9 @@ falls on all three alike; each block starts with an uncounted run that checks th
 effect (a balloon, an assistant pod, or neither). Runs within a block go one after another.
 
 Measured on the client clock: from just before the PipelineRun is created to the moment our
-pod watch first sees the `fetch` pod bound (the first layer), all three build pods bound (the
-fan-out layer), and the run finished (Succeeded condition set, polled every 0.1 s).
+pod watch first sees our balloon pod bound (ours only), the `fetch` pod bound (the first
+layer), all three build pods bound (the fan-out layer), and the run finished (Succeeded
+condition set, polled every 0.1 s).
 
 Volumes: `zonal` (default) models network block storage: ReadWriteOnce volumes that any node
 of one zone can attach, but only one node at a time. Pods of a run that land on two nodes would
@@ -73,6 +75,7 @@ class Sample:
     mode: str
     run: str
     succeeded: bool
+    anchor: float  # seconds from creation to our balloon pod bound (NaN without ours)
     first_layer: float  # seconds from creation to the fetch pod bound
     fan_out: float  # ... to all three build pods bound
     finished: float  # ... to the run finished
@@ -195,10 +198,12 @@ class Bench:
         uid = run["metadata"]["uid"]
         pods = recorder.wait_pods(uid, [tr.FETCH, *tr.FAN_OUT, tr.PUBLISH], timeout=10)
         bound = {p.task: (p.bound_at or float("nan")) - t0 for p in pods}
+        balloons = [p.bound_at for p in recorder.balloons(uid) if p.bound_at]
         sample = Sample(
             mode=mode.name,
             run=name,
             succeeded=tr.outcome(done) == ("True", "Succeeded"),
+            anchor=min(balloons) - t0 if balloons else float("nan"),
             first_layer=bound[tr.FETCH],
             fan_out=max(bound[t] for t in tr.FAN_OUT),
             finished=t_done - t0,
@@ -240,6 +245,8 @@ def table(samples: Sequence[Sample]) -> str:
         "mode",
         "runs",
         "ok",
+        "balloon med",
+        "max",
         "1st layer med",
         "max",
         "fan-out med",
@@ -255,6 +262,9 @@ def table(samples: Sequence[Sample]) -> str:
             continue
 
         def fig(values: list[float]) -> tuple[str, str]:
+            values = [v for v in values if v == v]  # NaN: not measured in this mode
+            if not values:
+                return "-", "-"
             return f"{statistics.median(values):.2f}s", f"{max(values):.2f}s"
 
         one = sum(1 for s in mine if s.nodes == 1)
@@ -263,6 +273,7 @@ def table(samples: Sequence[Sample]) -> str:
                 mode.name,
                 str(len(mine)),
                 str(sum(s.succeeded for s in mine)),
+                *fig([s.anchor for s in mine]),
                 *fig([s.first_layer for s in mine]),
                 *fig([s.fan_out for s in mine]),
                 *fig([s.finished for s in mine]),
@@ -312,15 +323,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--volumes", choices=("zonal", "node"), default="zonal")
     parser.add_argument("--block", type=int, default=5, help="runs per mode before the next")
     parser.add_argument("--csv", help="also write every run's figures here")
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        choices=[m.name for m in MODES],
+        default=[m.name for m in MODES],
+        help="which modes to run",
+    )
     args = parser.parse_args(argv)
+    modes = [m for m in MODES if m.name in args.modes]
 
     samples: list[Sample] = []
     with local_cluster(args.nodes) as (cluster, nodes):
         bench = Bench(cluster, nodes, args.volumes)
         try:
             bench.prepare()
-            while len(samples) < args.runs * len(MODES):
-                for mode in MODES:
+            while len(samples) < args.runs * len(modes):
+                for mode in modes:
                     left = args.runs - sum(1 for s in samples if s.mode == mode.name)
                     if left > 0:
                         samples += bench.block(mode, min(args.block, left))
