@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
@@ -33,10 +32,6 @@ def load_client_config() -> kubernetes.client.ApiClient:
     except kubernetes.config.ConfigException:
         kubernetes.config.load_kube_config()  # type: ignore[no-untyped-call]
     return kubernetes.client.ApiClient()
-
-
-def status_of(exc: BaseException) -> int | None:
-    return exc.status if isinstance(exc, ApiException) else None
 
 
 class Kube:
@@ -360,8 +355,3 @@ def start_thread(target: Callable[[], None], name: str) -> threading.Thread:
     thread = threading.Thread(target=target, name=name, daemon=True)
     thread.start()
     return thread
-
-
-def wait_all(events: list[threading.Event], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    return all(e.wait(max(0.0, deadline - time.monotonic())) for e in events)
