@@ -1,15 +1,22 @@
 """The Helm chart on a test cluster: rendered and installed with a real helm binary.
 
-A local control plane runs no containers, so the chart's Deployment cannot start there. A
-post-renderer (this module, run as a program by helm) drops the Deployment and points the
-chart's MutatingWebhookConfiguration at the controller running on this host (a URL on
-127.0.0.1 and that process's CA), keeping every other field as the chart made it. The host
-process then runs with the chart's ServiceAccount identity (a TokenRequest token), so the
-chart's RBAC is what it works with.
+A local control plane runs no containers, so the chart's Deployment cannot serve there. A
+post-renderer (this module, run as a program by helm) points the chart's
+MutatingWebhookConfiguration at the controller running on this host (a URL on 127.0.0.1) and
+drops the Deployment, keeping every other field as the chart made it. The host process then
+runs with the chart's ServiceAccount identity (a TokenRequest token), so the chart's RBAC is
+what it works with.
+
+Two variations, for the tests of the install itself: the Deployment can be kept (kwok's fake
+kubelets then "run" its pods, which is enough to show the API server, Pod Security admission,
+the scheduler and the Service's endpoints accept what the chart made), and the CA can be left
+out (cert-manager's cainjector then has to fill it in; the serving Certificate gets the
+loopback address, which the API server dials, as an extra IP SAN).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import subprocess
@@ -17,6 +24,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 from kubernetes import client
@@ -31,6 +39,7 @@ KUBE_VERSION = "1.36.3"
 # Read by the post-renderer (helm runs it without our arguments' context).
 ENV_URL = "E2E_WEBHOOK_URL"
 ENV_CA = "E2E_WEBHOOK_CA_BUNDLE"
+ENV_KEEP_DEPLOYMENT = "E2E_KEEP_DEPLOYMENT"
 
 
 def helm() -> str:
@@ -99,7 +108,10 @@ def install(
     upgrade: bool = False,
     release: str = RELEASE,
     namespace: str = NAMESPACE,
+    keep_deployment: bool = False,
 ) -> str:
+    """helm install (or upgrade) through the post-renderer; an empty ca_bundle_b64 leaves the
+    CA to whoever injects it (cert-manager)."""
     verb = ["upgrade", "--install"] if upgrade else ["install"]
     out = run_helm(
         [
@@ -113,7 +125,12 @@ def install(
             *post_renderer_argv(),
             *_set_args(values or {}),
         ],
-        env={ENV_URL: webhook_url, ENV_CA: ca_bundle_b64, "PYTHONPATH": str(REPO)},
+        env={
+            ENV_URL: webhook_url,
+            ENV_CA: ca_bundle_b64,
+            ENV_KEEP_DEPLOYMENT: "1" if keep_deployment else "",
+            "PYTHONPATH": str(REPO),
+        },
         kubeconfig=cluster.kubeconfig,
     )
     return out.stdout
@@ -150,22 +167,40 @@ def service_account_kubeconfig(cluster: ClusterHandle, path: Path, hours: int = 
     return path
 
 
-def _post_render(docs: list[dict[str, Any]], url: str, ca_bundle: str) -> list[dict[str, Any]]:
+def _post_render(
+    docs: list[dict[str, Any]], url: str, ca_bundle: str, keep_deployment: bool = False
+) -> list[dict[str, Any]]:
+    host = urlsplit(url).hostname or ""
     out = []
     for doc in docs:
-        if doc.get("kind") == "Deployment":
+        kind = doc.get("kind")
+        if kind == "Deployment" and not keep_deployment:
             continue  # no container runtime here: the controller runs on the host instead
-        if doc.get("kind") == "MutatingWebhookConfiguration":
+        if kind == "MutatingWebhookConfiguration":
             for hook in doc["webhooks"]:
-                hook["clientConfig"] = {"url": url, "caBundle": ca_bundle}
+                hook["clientConfig"] = {
+                    "url": url,
+                    **({"caBundle": ca_bundle} if ca_bundle else {}),
+                }
+        if kind == "Certificate" and not doc["spec"].get("isCA") and _is_ip(host):
+            doc["spec"]["ipAddresses"] = [*doc["spec"].get("ipAddresses", []), host]
         out.append(doc)
     return out
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def main() -> None:
     docs = [d for d in yaml.safe_load_all(sys.stdin.read()) if d]
     url, ca = os.environ[ENV_URL], os.environ[ENV_CA]
-    sys.stdout.write(yaml.safe_dump_all(_post_render(docs, url, ca), sort_keys=False))
+    keep = os.environ.get(ENV_KEEP_DEPLOYMENT) == "1"
+    sys.stdout.write(yaml.safe_dump_all(_post_render(docs, url, ca, keep), sort_keys=False))
 
 
 if __name__ == "__main__":

@@ -153,3 +153,92 @@ def test_upgrade_keeps_the_webhook_answering_and_the_ca_stable(
         assert s.pod_node(s.task_pod(run, "after-uninstall", claims=()))
         s.close()
         core.delete_namespace(target)
+
+
+RESTRICTED = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/enforce-version": "latest",
+}
+
+
+def test_the_deployment_is_admitted_under_restricted_pod_security_and_serves_the_service(
+    cluster: ClusterHandle, coscheduler: Coscheduler, nodes: list[str]
+) -> None:
+    """The chart's own Deployment, kept this time: the real API server admits its pods in a
+    namespace enforcing Pod Security "restricted", the real scheduler spreads the two replicas,
+    the Service selects them on the webhook port, and the PDB counts them. (kwok's fake kubelets
+    "run" the pods: no container starts, so the webhook itself is still the host process.)"""
+    release = ns = "tcs-restricted"
+    cluster.create_namespace(ns, labels=RESTRICTED)
+    fullname = f"{release}-tekton-coscheduler"
+    selector = f"app.kubernetes.io/name=tekton-coscheduler,app.kubernetes.io/instance={release}"
+    with cluster.api_client() as api:
+        core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+        policy, discovery = client.PolicyV1Api(api), client.DiscoveryV1Api(api)
+        # The namespace does enforce: an ordinary pod (root allowed, no seccomp) is refused.
+        with pytest.raises(ApiException) as refused:
+            core.create_namespaced_pod(
+                ns,
+                {  # type: ignore[arg-type]
+                    "metadata": {"name": "plain"},
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+                },
+            )
+        assert refused.value.status == 403 and "PodSecurity" in str(refused.value.body)
+
+        chart.install(
+            cluster,
+            coscheduler.webhook_url,
+            coscheduler.ca_bundle,
+            release=release,
+            namespace=ns,
+            keep_deployment=True,
+        )
+
+        def available() -> bool:
+            status = apps.read_namespaced_deployment(fullname, ns).status
+            return status.available_replicas == 2
+
+        try:
+            cluster.wait_for(available, timeout=60, what="the chart's Deployment available")
+        except TimeoutError as e:
+            failures = [
+                f"{rs.metadata.name}: {c.message}"
+                for rs in apps.list_namespaced_replica_set(ns).items
+                for c in rs.status.conditions or []
+                if c.type == "ReplicaFailure"
+            ]
+            raise AssertionError(f"{e}; replica set failures: {failures}") from e
+
+        pods = core.list_namespaced_pod(ns, label_selector=selector).items
+        assert len({p.spec.node_name for p in pods}) == 2, "replicas should prefer distinct nodes"
+
+        def endpoints() -> set[str]:
+            slices = discovery.list_namespaced_endpoint_slice(
+                ns, label_selector=f"kubernetes.io/service-name={fullname}"
+            ).items
+            return {
+                f"{address}:{port.port}"
+                for s in slices
+                for port in s.ports or []
+                if port.name == "webhook"
+                for endpoint in s.endpoints or []
+                if endpoint.conditions.ready
+                for address in endpoint.addresses
+            }
+
+        expected = {f"{p.status.pod_ip}:9443" for p in pods}
+        cluster.wait_for(lambda: endpoints() == expected, timeout=30, what="webhook endpoints")
+
+        def budget_counts_both() -> bool:
+            status = policy.read_namespaced_pod_disruption_budget(fullname, ns).status
+            return status.current_healthy == 2 and status.disruptions_allowed == 1
+
+        cluster.wait_for(budget_counts_both, timeout=30, what="the PDB to count both replicas")
+
+        chart.uninstall(cluster, release=release, namespace=ns)
+        cluster.wait_for(
+            lambda: not core.list_namespaced_pod(ns, label_selector=selector).items,
+            timeout=60,
+            what="the chart's pods gone after uninstall",
+        )
