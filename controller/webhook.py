@@ -81,17 +81,22 @@ class ReloadingTLS:
         self.context.minimum_version = ssl.TLSVersion.TLSv1_2
         self._stamp = self._read()
 
-    def _mtimes(self) -> tuple[float, float]:
-        return (self.cert.stat().st_mtime, self.key.stat().st_mtime)
+    def _identity(self) -> tuple[tuple[int, int, int, int], ...]:
+        # The inode too: a secret volume swaps in new files (through its ..data symlink) that may
+        # carry the old mtime.
+        return tuple(
+            (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+            for st in (self.cert.stat(), self.key.stat())
+        )
 
-    def _read(self) -> tuple[float, float]:
-        stamp = self._mtimes()
+    def _read(self) -> tuple[tuple[int, int, int, int], ...]:
+        stamp = self._identity()
         self.context.load_cert_chain(self.cert, self.key)
         return stamp
 
     def reload_if_changed(self) -> bool:
         try:
-            if self._mtimes() == self._stamp:
+            if self._identity() == self._stamp:
                 return False
             self._stamp = self._read()
         except (OSError, ssl.SSLError) as exc:

@@ -5,19 +5,20 @@ from __future__ import annotations
 
 import base64
 import os
+import shutil
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import trustme
-import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from controller import names, webhook
-from e2e.cluster import ClusterHandle
+from e2e.cluster import ClusterHandle, crds
 from e2e.cluster.processes import ManagedProcess, free_port, http_ok, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
@@ -25,31 +26,29 @@ WEBHOOK_NAME = "tekton-coscheduler-e2e"
 
 
 def install_crds(cluster: ClusterHandle) -> None:
-    with cluster.api_client() as api:
-        ext = client.ApiextensionsV1Api(api)
-        for path in sorted((REPO / "crds").glob("*.yaml")):
-            crd = yaml.safe_load(path.read_text())
-            try:
-                ext.create_custom_resource_definition(crd)
-            except ApiException as e:
-                if e.status != 409:
-                    raise
-        cluster.wait_for(
-            lambda: all(
-                any(
-                    c.type == "Established" and c.status == "True"
-                    for c in (
-                        ext.read_custom_resource_definition(
-                            yaml.safe_load(p.read_text())["metadata"]["name"]
-                        ).status.conditions
-                        or []
-                    )
-                )
-                for p in (REPO / "crds").glob("*.yaml")
-            ),
-            timeout=30,
-            what="our CRDs established",
-        )
+    paths = sorted((REPO / "crds").glob("*.yaml"))
+    crds.apply(cluster, [doc for path in paths for doc in crds.documents(path)])
+
+
+def project_secret(data: Mapping[str, str], directory: Path) -> None:
+    """Writes a Secret's data (base64 values) as the kubelet updates a secret volume: the files
+    go to a fresh hidden directory, swapped in at once by renaming the `..data` symlink, and each
+    key is a symlink through it. A reader never sees half a rotation."""
+    directory.mkdir(parents=True, exist_ok=True)
+    fresh = directory / f"..{time.time_ns()}"
+    fresh.mkdir()
+    for key, value in data.items():
+        (fresh / key).write_bytes(base64.b64decode(value))
+    staged = directory / "..data_tmp"
+    staged.unlink(missing_ok=True)
+    staged.symlink_to(fresh.name)
+    previous = (directory / "..data").resolve() if (directory / "..data").exists() else None
+    os.replace(staged, directory / "..data")
+    for key in data:
+        if not (directory / key).is_symlink():
+            (directory / key).symlink_to(Path("..data") / key)
+    if previous is not None and previous != fresh.resolve():
+        shutil.rmtree(previous)
 
 
 @dataclass
@@ -62,16 +61,21 @@ class Coscheduler:
     name: str = "coscheduler"
     # Whose identity the process uses: the chart's ServiceAccount in the e2e suite.
     kubeconfig: Path | None = None
+    # Serving certificate and key made elsewhere (cert-manager); else a test CA issues them.
+    tls_files: tuple[Path, Path] | None = None
     process: ManagedProcess | None = None
 
     def __post_init__(self) -> None:
         self.dir = self.cluster.logs_dir / self.name
         self.dir.mkdir(parents=True, exist_ok=True)
         self.ca = trustme.CA()
-        cert = self.ca.issue_cert("127.0.0.1", "localhost")
-        self.cert, self.key = self.dir / "tls.crt", self.dir / "tls.key"
-        cert.cert_chain_pems[0].write_to_path(str(self.cert))
-        cert.private_key_pem.write_to_path(str(self.key))
+        if self.tls_files is not None:
+            self.cert, self.key = self.tls_files
+        else:
+            cert = self.ca.issue_cert("127.0.0.1", "localhost")
+            self.cert, self.key = self.dir / "tls.crt", self.dir / "tls.key"
+            cert.cert_chain_pems[0].write_to_path(str(self.cert))
+            cert.private_key_pem.write_to_path(str(self.key))
         self.webhook_port, self.health_port, self.metrics_port = (
             free_port(),
             free_port(),

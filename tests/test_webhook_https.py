@@ -205,3 +205,27 @@ async def test_half_written_certificate_keeps_the_old_one(server: Server) -> Non
     os.utime(cert, (stamp, stamp))
     assert not server.tls.reload_if_changed()
     assert "patch" in (await server.review(factories.taskrun_pod()))["response"]
+
+
+def test_a_kubelet_style_swap_is_noticed_even_with_the_same_mtimes(tmp_path: Path) -> None:
+    """A secret volume is updated by repointing the `..data` symlink at a new directory; the
+    new files can carry the same mtime as the old ones (copied, or one coarse clock tick)."""
+
+    def generation(name: str, ca: trustme.CA) -> Path:
+        directory = tmp_path / name
+        directory.mkdir()
+        write_cert(ca, directory)
+        for f in directory.iterdir():
+            os.utime(f, ns=(1_700_000_000_000_000_000, 1_700_000_000_000_000_000))
+        return directory
+
+    old_ca, new_ca = trustme.CA(), trustme.CA()
+    (tmp_path / "..data").symlink_to(generation("..1", old_ca).name)
+    for name in ("tls.crt", "tls.key"):
+        (tmp_path / name).symlink_to(Path("..data") / name)
+    tls = webhook.ReloadingTLS(tmp_path / "tls.crt", tmp_path / "tls.key")
+    staged = tmp_path / "..data_tmp"
+    staged.symlink_to(generation("..2", new_ca).name)
+    os.replace(staged, tmp_path / "..data")
+    assert tls.reload_if_changed()
+    assert not tls.reload_if_changed()

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from . import tekton
+from . import cert_manager, crds, tekton
 from .processes import ManagedProcess, free_port, http_ok, tail, wait_until
 from .versions import find_binary
 
@@ -42,6 +42,7 @@ class ClusterHandle:
         self._node_counters: dict[str, Iterator[int]] = {}
         self._kwok_started = False
         self._tekton_ready = False
+        self._cert_manager_started = False
 
     # lifecycle ---------------------------------------------------------------------------
     def start(self) -> ClusterHandle:
@@ -54,6 +55,7 @@ class ClusterHandle:
         self.processes.clear()
         self._kwok_started = False
         self._tekton_ready = False
+        self._cert_manager_started = False
 
     def __enter__(self) -> ClusterHandle:
         try:
@@ -122,6 +124,18 @@ class ClusterHandle:
         proc.start()
         tekton.wait_ready(self, proc, probes_port)
         self._tekton_ready = True
+
+    def start_cert_manager(self) -> None:
+        """cert-manager's CRDs, controller and cainjector; idempotent. Readiness is left to the
+        caller: a Certificate that becomes Ready is the proof that matters."""
+        if self._cert_manager_started:
+            return
+        procs = cert_manager.processes(self, self.logs_dir)  # binaries found first
+        crds.apply(self, cert_manager.crd_documents())
+        for proc in procs:
+            self.processes.append(proc)
+            proc.start()
+        self._cert_manager_started = True
 
     # API ---------------------------------------------------------------------------------
     def api_client(self) -> client.ApiClient:

@@ -3,20 +3,16 @@ the controller run out of cluster (kwok never pulls images, so only names are ne
 
 from __future__ import annotations
 
-import functools
-import json
 import os
-import subprocess
-import tempfile
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from . import crds as crds_
 from .processes import ManagedProcess, free_port, http_ok, wait_until
 from .versions import find_binary, read_versions
 
@@ -40,33 +36,15 @@ IMAGE_FLAGS = (
 CRD_GROUP_SUFFIX = "tekton.dev"
 
 
-@functools.cache
-def module_dir(version: str | None = None) -> Path:
+def module_dir() -> Path:
     """Where the Go module cache holds github.com/tektoncd/pipeline at the pinned version."""
-    version = version or read_versions()["TEKTON_PIPELINE_VERSION"]
-    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"}
-    with tempfile.TemporaryDirectory() as cwd:  # outside any module: no go.mod interferes
-        out = subprocess.run(
-            ["go", "mod", "download", "-json", f"{MODULE}@{version}"],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=cwd,
-            timeout=600,
-        )
-    if out.returncode != 0:
-        raise RuntimeError(f"go mod download {MODULE}@{version} failed:\n{out.stdout}{out.stderr}")
-    return Path(json.loads(out.stdout)["Dir"])
-
-
-def _docs(path: Path) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return crds_.module_dir(MODULE, read_versions()["TEKTON_PIPELINE_VERSION"])
 
 
 def crds() -> list[dict[str, Any]]:
     out = []
     for path in sorted((module_dir() / "config" / "300-crds").glob("*.yaml")):
-        for doc in _docs(path):
+        for doc in crds_.documents(path):
             # The conversion webhook is Tekton's webhook Deployment, which does not run here;
             # tests use tekton.dev/v1 only, the storage version, so no conversion is needed.
             doc["spec"]["conversion"] = {"strategy": "None"}
@@ -77,7 +55,7 @@ def crds() -> list[dict[str, Any]]:
 def config_maps(feature_flags: Mapping[str, str] | None) -> list[dict[str, Any]]:
     out = []
     for path in sorted((module_dir() / "config").glob("config-*.yaml")):
-        for doc in _docs(path):
+        for doc in crds_.documents(path):
             if doc.get("kind") != "ConfigMap":
                 continue
             doc["metadata"]["namespace"] = NAMESPACE
@@ -92,20 +70,6 @@ def config_maps(feature_flags: Mapping[str, str] | None) -> list[dict[str, Any]]
                 data["tracing-protocol"] = "none"
             out.append(doc)
     return out
-
-
-def _create_or_replace_crd(ext: client.ApiextensionsV1Api, crd: Any) -> None:
-    # create, not client-side apply: the TaskRun CRD is larger than the 256 KiB annotation limit.
-    try:
-        ext.create_custom_resource_definition(crd)
-    except ApiException as e:
-        if e.status != 409:
-            raise
-        current = ext.read_custom_resource_definition(crd["metadata"]["name"])
-        crd["metadata"]["resourceVersion"] = (
-            current.metadata or client.V1ObjectMeta()
-        ).resource_version
-        ext.replace_custom_resource_definition(crd["metadata"]["name"], crd)
 
 
 def _create_or_replace_cm(core: client.CoreV1Api, cm: Any) -> None:
@@ -140,22 +104,8 @@ def configure(cluster: ClusterHandle, feature_flags: Mapping[str, str] | None) -
 
 
 def install(cluster: ClusterHandle, feature_flags: Mapping[str, str] | None) -> None:
+    crds_.apply(cluster, crds())
     with cluster.api_client() as api:
-        ext = client.ApiextensionsV1Api(api)
-        names = []
-        for crd in crds():
-            _create_or_replace_crd(ext, crd)
-            names.append(crd["metadata"]["name"])
-
-        def established() -> bool:
-            for name in names:
-                status = ext.read_custom_resource_definition(name).status
-                conds = (status.conditions if status else None) or []
-                if not any(c.type == "Established" and c.status == "True" for c in conds):
-                    return False
-            return True
-
-        cluster.wait_for(established, timeout=60, what="Tekton CRDs Established")
         core = client.CoreV1Api(api)
         try:
             core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=NAMESPACE)))

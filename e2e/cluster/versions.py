@@ -53,6 +53,13 @@ COMPONENTS = {
         module="github.com/tektoncd/pipeline",
     ),
     "helm": Component("helm", "HELM_VERSION", ("helm",), ("version", "--short")),
+    "certmanager": Component(
+        "certmanager",
+        "CERT_MANAGER_VERSION",
+        ("cert-manager-controller", "cert-manager-cainjector"),
+        (),
+        module="github.com/cert-manager/cert-manager",
+    ),
 }
 COMPONENT_OF = {b: c for c in COMPONENTS.values() for b in c.binaries}
 
