@@ -142,13 +142,20 @@ def uninstall(cluster: ClusterHandle, release: str = RELEASE, namespace: str = N
     ).stdout
 
 
-def service_account_kubeconfig(cluster: ClusterHandle, path: Path, hours: int = 12) -> Path:
+def service_account_kubeconfig(
+    cluster: ClusterHandle,
+    path: Path,
+    hours: int = 12,
+    *,
+    release: str = RELEASE,
+    namespace: str = NAMESPACE,
+) -> Path:
     """A kubeconfig carrying a TokenRequest token of the chart's ServiceAccount."""
     with cluster.api_client() as api:
         core = client.CoreV1Api(api)
         token = core.create_namespaced_service_account_token(
-            f"{RELEASE}-tekton-coscheduler",
-            NAMESPACE,
+            f"{release}-tekton-coscheduler",
+            namespace,
             {"spec": {"expirationSeconds": hours * 3600}},  # type: ignore[arg-type]
         ).status.token
         ca = api.configuration.ssl_ca_cert

@@ -1,0 +1,207 @@
+"""The chart's certManager TLS mode against a real cert-manager (its controller and cainjector,
+built from the Go module by `e2e/build.sh certmanager`).
+
+What the mode promises, end to end: cert-manager issues the webhook's certificate from the
+chart's own CA, the cainjector puts that CA into the chart's MutatingWebhookConfiguration, the
+real API server then trusts our server, and a renewed certificate is served without a restart.
+The replica runs on the host (no containers here), reading the Secret through a directory
+updated the way the kubelet updates a secret volume."""
+
+from __future__ import annotations
+
+import base64
+import ssl
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from e2e import chart
+from e2e.cluster import BinaryNotFound, ClusterHandle, cert_manager
+from e2e.coscheduler import Coscheduler, project_secret
+from e2e.scenario import Scenario
+
+pytestmark = pytest.mark.e2e
+
+REQ = "requiredDuringSchedulingIgnoredDuringExecution"
+# Only namespaces with this label go to this release's webhook (not the session's release).
+LABEL = "e2e.tekton-coscheduler.dev/cert-manager"
+RELEASE = NAMESPACE = "tcs-cm"
+FULLNAME = f"{RELEASE}-tekton-coscheduler"
+CERTIFICATE = f"{FULLNAME}-webhook"
+SECRET = f"{FULLNAME}-webhook-tls"
+
+
+@pytest.fixture(scope="module")
+def with_cert_manager(cluster: ClusterHandle) -> ClusterHandle:
+    try:
+        cluster.start_cert_manager()
+    except BinaryNotFound as e:
+        pytest.skip(str(e))
+    return cluster
+
+
+@dataclass
+class Replica:
+    operator: Coscheduler
+    tls_dir: Path  # what the kubelet would keep up to date from the Secret
+
+    def served(self) -> str:
+        return leaf(ssl.get_server_certificate(("127.0.0.1", self.operator.webhook_port)))
+
+
+@pytest.fixture
+def replica(
+    with_cert_manager: ClusterHandle, coscheduler: Coscheduler, nodes: list[str]
+) -> Iterator[Replica]:
+    """A release in certManager mode and, once its certificate is issued, a replica serving it.
+    (`coscheduler`: the session's release made Tekton's namespace, which the chart's RBAC needs.)"""
+    cluster = with_cert_manager
+    tls_dir = cluster.logs_dir / "cm-replica-tls"
+    operator = Coscheduler(
+        cluster,
+        name="cm-replica",
+        env_overrides={
+            "POD_NAMESPACE": NAMESPACE,
+            "COSCHEDULER_NAMESPACE_LABEL": LABEL,
+            "COSCHEDULER_WEBHOOK_CERT_CHECK_INTERVAL": "1",
+        },
+        tls_files=(tls_dir / "tls.crt", tls_dir / "tls.key"),
+    )
+    chart.install(
+        cluster,
+        operator.webhook_url,
+        "",  # left to the cainjector
+        values={"webhook.tls.mode": "certManager", "config.namespaceLabel": LABEL},
+        release=RELEASE,
+        namespace=NAMESPACE,
+    )
+    with cluster.api_client() as api:
+        cluster.wait_for(
+            lambda: ready(client.CustomObjectsApi(api)),
+            timeout=60,
+            what="cert-manager to issue the webhook certificate",
+        )
+        project_secret(secret_data(api), tls_dir)
+    operator.kubeconfig = chart.service_account_kubeconfig(
+        cluster, cluster.logs_dir / "cm-sa.kubeconfig", release=RELEASE, namespace=NAMESPACE
+    )
+    operator.start()
+    try:
+        yield Replica(operator, tls_dir)
+    finally:
+        operator.stop()
+
+
+def ready(custom: client.CustomObjectsApi) -> bool:
+    cert = custom.get_namespaced_custom_object(
+        cert_manager.GROUP, cert_manager.VERSION, NAMESPACE, "certificates", CERTIFICATE
+    )
+    conditions = cert.get("status", {}).get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def secret_data(api: client.ApiClient) -> dict[str, str]:
+    data: dict[str, str] = client.CoreV1Api(api).read_namespaced_secret(SECRET, NAMESPACE).data
+    return data
+
+
+def injected_ca(api: client.ApiClient) -> str:
+    hook = client.AdmissionregistrationV1Api(api).read_mutating_webhook_configuration(FULLNAME)
+    return str(hook.webhooks[0].client_config.ca_bundle or "")
+
+
+def leaf(pem: str) -> str:
+    """The first certificate of a PEM chain, normalised."""
+    first = pem.split("-----END CERTIFICATE-----")[0] + "-----END CERTIFICATE-----\n"
+    return ssl.DER_cert_to_PEM_cert(ssl.PEM_cert_to_DER_cert(first.strip() + "\n"))
+
+
+def renew(custom: client.CustomObjectsApi) -> None:
+    """What `cmctl renew` does: the Issuing condition, set by hand."""
+    cert = custom.get_namespaced_custom_object(
+        cert_manager.GROUP, cert_manager.VERSION, NAMESPACE, "certificates", CERTIFICATE
+    )
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    conditions: list[dict[str, Any]] = [
+        c for c in cert.get("status", {}).get("conditions", []) if c["type"] != "Issuing"
+    ]
+    conditions.append(
+        {
+            "type": "Issuing",
+            "status": "True",
+            "reason": "ManuallyTriggered",
+            "message": "renewal asked for by the e2e suite",
+            "lastTransitionTime": now,
+        }
+    )
+    custom.patch_namespaced_custom_object_status(
+        cert_manager.GROUP,
+        cert_manager.VERSION,
+        NAMESPACE,
+        "certificates",
+        CERTIFICATE,
+        {"status": {"conditions": conditions}},
+    )
+
+
+def test_cert_manager_issues_injects_and_a_renewal_is_served_without_restart(
+    cluster: ClusterHandle, replica: Replica
+) -> None:
+    target = cluster.create_namespace(f"cm-{uuid.uuid4().hex[:6]}", labels={LABEL: "true"})
+    scenario = Scenario(cluster, target)
+    run = scenario.run(workspaces=[{"name": "w", "emptyDir": {}}])
+    with cluster.api_client() as api:
+        custom = client.CustomObjectsApi(api)
+        first = secret_data(api)
+        # The CA the cainjector put in is the chart's cert-manager CA, which signed our cert.
+        cluster.wait_for(
+            lambda: injected_ca(api) == first["ca.crt"], timeout=60, what="CA injected"
+        )
+        assert replica.served() == leaf(base64.b64decode(first["tls.crt"]).decode())
+        # The API server trusts it: a TaskRun pod of the opted-in namespace is pinned.
+        pod = scenario.task_pod(run, "before", claims=())
+        assert scenario.pod(pod)["spec"]["affinity"]["podAffinity"][REQ]
+
+        started = time.monotonic()
+        renew(custom)
+        cluster.wait_for(
+            lambda: secret_data(api)["tls.crt"] != first["tls.crt"],
+            timeout=60,
+            what="cert-manager to renew the certificate",
+        )
+        second = secret_data(api)
+        assert second["tls.key"] != first["tls.key"]  # rotationPolicy: Always
+        project_secret(second, replica.tls_dir)
+        expected = leaf(base64.b64decode(second["tls.crt"]).decode())
+        cluster.wait_for(
+            lambda: replica.served() == expected, timeout=30, what="the renewed certificate served"
+        )
+        print(f"renewal asked -> new certificate served: {time.monotonic() - started:.2f}s")
+        process = replica.operator.process
+        assert process is not None and process.running()
+        assert replica.operator.restarts == 1  # the same process all along
+        assert injected_ca(api) == first["ca.crt"]  # same CA: nothing to re-inject
+        pod = scenario.task_pod(run, "after", claims=())
+        assert scenario.pod(pod)["spec"]["affinity"]["podAffinity"][REQ]
+
+    chart.uninstall(cluster, release=RELEASE, namespace=NAMESPACE)
+    with cluster.api_client() as api:
+        left = [
+            m.metadata.name
+            for m in client.AdmissionregistrationV1Api(api)
+            .list_mutating_webhook_configuration()
+            .items
+        ]
+        assert FULLNAME not in left
+        certificates = client.CustomObjectsApi(api).list_namespaced_custom_object(
+            cert_manager.GROUP, cert_manager.VERSION, NAMESPACE, "certificates"
+        )["items"]
+        assert certificates == []
+    scenario.close()
