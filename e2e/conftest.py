@@ -96,7 +96,7 @@ def coscheduler(cluster: ClusterHandle, nodes: list[str]) -> Iterator[Coschedule
     running on the host with the chart's ServiceAccount identity."""
     if cluster.backend == Backend.KIND:
         # kind's API server lives in a container: it cannot call a webhook on this host's
-        # loopback, and an in-cluster install needs the image built, which needs Docker.
+        # loopback. On kind the chart runs in the cluster instead: e2e/test_kind_install.py.
         pytest.skip("operator scenarios run on the local or an existing on-host control plane")
     tekton_cluster.install(cluster, None)  # Tekton's CRDs and ConfigMaps (coschedule: disabled)
     operator = Coscheduler(cluster, env_overrides={"POD_NAMESPACE": chart.NAMESPACE})

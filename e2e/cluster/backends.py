@@ -6,6 +6,7 @@ import enum
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client, config
 
@@ -46,6 +47,19 @@ class ExistingCluster(ClusterHandle):
         return self
 
 
+# Two workers in two zones: co-location means something, and a zonal volume has a choice.
+KIND_CONFIG = """\
+kind: Cluster
+apiVersion: kind.x-k8s.io/v1alpha4
+nodes:
+  - role: control-plane
+  - role: worker
+    labels: {topology.kubernetes.io/zone: zone-a}
+  - role: worker
+    labels: {topology.kubernetes.io/zone: zone-b}
+"""
+
+
 class KindCluster(ExistingCluster):
     """A kind cluster through pytest-kind-ng (needs Docker, so untested on Docker-less machines)."""
 
@@ -54,23 +68,39 @@ class KindCluster(ExistingCluster):
     def __init__(self, name: str = "tekton-coscheduler-e2e") -> None:
         super().__init__(kubeconfig=Path("/nonexistent"))
         self.name = name
-        self._kind: object | None = None
+        self._kind: Any = None
 
     def start(self) -> KindCluster:
         from pytest_kind import KindCluster as _Kind  # type: ignore[import-not-found]  # optional extra
 
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        config_file = self.logs_dir / "kind.yaml"
+        config_file.write_text(KIND_CONFIG)
         kind = _Kind(self.name)
-        kind.create()
+        kind.create(config_file)
         self._kind = kind
         self.kubeconfig = Path(kind.kubeconfig_path)
         super().start()
         return self
 
+    def load_image(self, image: str) -> None:
+        """Copies a locally built image into every node (no registry involved)."""
+        self._kind.load_docker_image(image)
+
+    def workers(self) -> list[str]:
+        with self.api_client() as api:
+            nodes = client.CoreV1Api(api).list_node().items
+        return sorted(
+            n.metadata.name
+            for n in nodes
+            if "node-role.kubernetes.io/control-plane" not in (n.metadata.labels or {})
+        )
+
     def stop(self) -> None:
         super().stop()
         kind, self._kind = self._kind, None
         if kind is not None:
-            kind.delete()  # type: ignore[attr-defined]
+            kind.delete()
 
 
 def open_cluster(backend: Backend | str = Backend.LOCAL) -> ClusterHandle:
