@@ -110,8 +110,8 @@ def install(
     namespace: str = NAMESPACE,
     keep_deployment: bool = False,
 ) -> str:
-    """helm install (or upgrade) through the post-renderer; an empty ca_bundle_b64 leaves the
-    CA to whoever injects it (cert-manager)."""
+    """helm install (or upgrade) through the post-renderer; an empty ca_bundle_b64 keeps the
+    chart's own caBundle, if any (mode secret), or leaves it to the cainjector (certManager)."""
     verb = ["upgrade", "--install"] if upgrade else ["install"]
     out = run_helm(
         [
@@ -185,10 +185,9 @@ def _post_render(
             continue  # no container runtime here: the controller runs on the host instead
         if kind == "MutatingWebhookConfiguration":
             for hook in doc["webhooks"]:
-                hook["clientConfig"] = {
-                    "url": url,
-                    **({"caBundle": ca_bundle} if ca_bundle else {}),
-                }
+                # Without a CA of ours, the chart's own (mode secret) or none (certManager) stays.
+                ca = ca_bundle or hook["clientConfig"].get("caBundle")
+                hook["clientConfig"] = {"url": url, **({"caBundle": ca} if ca else {})}
         if kind == "Certificate" and not doc["spec"].get("isCA") and _is_ip(host):
             doc["spec"]["ipAddresses"] = [*doc["spec"].get("ipAddresses", []), host]
         out.append(doc)

@@ -1,11 +1,16 @@
-"""The chart's certManager TLS mode against a real cert-manager (its controller and cainjector,
-built from the Go module by `e2e/build.sh certmanager`).
+"""The chart's webhook TLS modes other than the default, end to end. (`generate`, the default,
+is what the session's release and the upgrade test use.)
 
-What the mode promises, end to end: cert-manager issues the webhook's certificate from the
-chart's own CA, the cainjector puts that CA into the chart's MutatingWebhookConfiguration, the
-real API server then trusts our server, and a renewed certificate is served without a restart.
-The replica runs on the host (no containers here), reading the Secret through a directory
-updated the way the kubelet updates a secret volume."""
+- certManager, against a real cert-manager (its controller and cainjector, built from the Go
+  module by `e2e/build.sh certmanager`): cert-manager issues the webhook's certificate from the
+  chart's own CA, the cainjector puts that CA into the chart's MutatingWebhookConfiguration, the
+  real API server then trusts our server, and a renewal is served without a restart;
+- secret: the administrator's Secret is served and the caBundle value is what the API server
+  trusts.
+
+Each release gets its own opt-in label, so only its test namespace reaches its webhook. Its
+replica runs on the host (no containers here) with the release's ServiceAccount token, reading
+the Secret through a directory updated the way the kubelet updates a secret volume."""
 
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trustme
 from kubernetes import client
 
 from e2e import chart
@@ -30,7 +36,7 @@ from e2e.scenario import Scenario
 pytestmark = pytest.mark.e2e
 
 REQ = "requiredDuringSchedulingIgnoredDuringExecution"
-# Only namespaces with this label go to this release's webhook (not the session's release).
+# certManager mode's release; namespaces with LABEL go to its webhook (not the session's).
 LABEL = "e2e.tekton-coscheduler.dev/cert-manager"
 RELEASE = NAMESPACE = "tcs-cm"
 FULLNAME = f"{RELEASE}-tekton-coscheduler"
@@ -56,6 +62,34 @@ class Replica:
         return leaf(ssl.get_server_certificate(("127.0.0.1", self.operator.webhook_port)))
 
 
+def unstarted_replica(cluster: ClusterHandle, release: str, label: str) -> Replica:
+    """A replica for `release` (installed in the namespace of that name) that will serve the
+    files of tls_dir and act on namespaces labelled `label`."""
+    tls_dir = cluster.logs_dir / f"{release}-tls"
+    operator = Coscheduler(
+        cluster,
+        name=f"{release}-replica",
+        env_overrides={
+            "POD_NAMESPACE": release,
+            "COSCHEDULER_NAMESPACE_LABEL": label,
+            "COSCHEDULER_WEBHOOK_CERT_CHECK_INTERVAL": "1",
+        },
+        tls_files=(tls_dir / "tls.crt", tls_dir / "tls.key"),
+    )
+    return Replica(operator, tls_dir)
+
+
+def start(replica: Replica, release: str, secret: dict[str, str]) -> None:
+    """Mounts the Secret's data (as the kubelet would) and starts the replica with the
+    release's ServiceAccount identity."""
+    cluster = replica.operator.cluster
+    project_secret(secret, replica.tls_dir)
+    replica.operator.kubeconfig = chart.service_account_kubeconfig(
+        cluster, cluster.logs_dir / f"{release}-sa.kubeconfig", release=release, namespace=release
+    )
+    replica.operator.start()
+
+
 @pytest.fixture
 def replica(
     with_cert_manager: ClusterHandle, coscheduler: Coscheduler, nodes: list[str]
@@ -63,20 +97,10 @@ def replica(
     """A release in certManager mode and, once its certificate is issued, a replica serving it.
     (`coscheduler`: the session's release made Tekton's namespace, which the chart's RBAC needs.)"""
     cluster = with_cert_manager
-    tls_dir = cluster.logs_dir / "cm-replica-tls"
-    operator = Coscheduler(
-        cluster,
-        name="cm-replica",
-        env_overrides={
-            "POD_NAMESPACE": NAMESPACE,
-            "COSCHEDULER_NAMESPACE_LABEL": LABEL,
-            "COSCHEDULER_WEBHOOK_CERT_CHECK_INTERVAL": "1",
-        },
-        tls_files=(tls_dir / "tls.crt", tls_dir / "tls.key"),
-    )
+    replica = unstarted_replica(cluster, RELEASE, LABEL)
     chart.install(
         cluster,
-        operator.webhook_url,
+        replica.operator.webhook_url,
         "",  # left to the cainjector
         values={"webhook.tls.mode": "certManager", "config.namespaceLabel": LABEL},
         release=RELEASE,
@@ -88,15 +112,11 @@ def replica(
             timeout=60,
             what="cert-manager to issue the webhook certificate",
         )
-        project_secret(secret_data(api), tls_dir)
-    operator.kubeconfig = chart.service_account_kubeconfig(
-        cluster, cluster.logs_dir / "cm-sa.kubeconfig", release=RELEASE, namespace=NAMESPACE
-    )
-    operator.start()
+        start(replica, RELEASE, secret_data(api))
     try:
-        yield Replica(operator, tls_dir)
+        yield replica
     finally:
-        operator.stop()
+        replica.operator.stop()
 
 
 def ready(custom: client.CustomObjectsApi) -> bool:
@@ -112,9 +132,15 @@ def secret_data(api: client.ApiClient) -> dict[str, str]:
     return data
 
 
-def injected_ca(api: client.ApiClient) -> str:
-    hook = client.AdmissionregistrationV1Api(api).read_mutating_webhook_configuration(FULLNAME)
-    return str(hook.webhooks[0].client_config.ca_bundle or "")
+def injected_ca(api: client.ApiClient, configuration: str = FULLNAME) -> str:
+    reg = client.AdmissionregistrationV1Api(api)
+    hook = reg.read_mutating_webhook_configuration(configuration).webhooks[0]
+    return str(hook.client_config.ca_bundle or "")
+
+
+def webhook_configurations(api: client.ApiClient) -> list[str]:
+    reg = client.AdmissionregistrationV1Api(api)
+    return [m.metadata.name for m in reg.list_mutating_webhook_configuration().items]
 
 
 def leaf(pem: str) -> str:
@@ -191,17 +217,66 @@ def test_cert_manager_issues_injects_and_a_renewal_is_served_without_restart(
         pod = scenario.task_pod(run, "after", claims=())
         assert scenario.pod(pod)["spec"]["affinity"]["podAffinity"][REQ]
 
+    replica.operator.stop()  # as the Deployment would go: before its RBAC
     chart.uninstall(cluster, release=RELEASE, namespace=NAMESPACE)
     with cluster.api_client() as api:
-        left = [
-            m.metadata.name
-            for m in client.AdmissionregistrationV1Api(api)
-            .list_mutating_webhook_configuration()
-            .items
-        ]
-        assert FULLNAME not in left
+        assert FULLNAME not in webhook_configurations(api)
         certificates = client.CustomObjectsApi(api).list_namespaced_custom_object(
             cert_manager.GROUP, cert_manager.VERSION, NAMESPACE, "certificates"
         )["items"]
         assert certificates == []
     scenario.close()
+
+
+def test_an_existing_secret_is_served_and_its_ca_bundle_trusted(
+    cluster: ClusterHandle, coscheduler: Coscheduler, nodes: list[str]
+) -> None:
+    release, label = "tcs-secret", "e2e.tekton-coscheduler.dev/secret-mode"
+    fullname, secret_name = f"{release}-tekton-coscheduler", "webhook-serving-cert"
+    ca = trustme.CA()
+    issued = ca.issue_cert("127.0.0.1", f"{fullname}.{release}.svc")
+    secret = {
+        "tls.crt": base64.b64encode(issued.cert_chain_pems[0].bytes()).decode(),
+        "tls.key": base64.b64encode(issued.private_key_pem.bytes()).decode(),
+    }
+    ca_bundle = base64.b64encode(ca.cert_pem.bytes()).decode()
+    cluster.create_namespace(release)
+    with cluster.api_client() as api:
+        client.CoreV1Api(api).create_namespaced_secret(
+            release,
+            {  # type: ignore[arg-type]
+                "metadata": {"name": secret_name},
+                "type": "kubernetes.io/tls",
+                "data": secret,
+            },
+        )
+        replica = unstarted_replica(cluster, release, label)
+        chart.install(
+            cluster,
+            replica.operator.webhook_url,
+            "",  # keep the chart's caBundle: the value given below
+            values={
+                "webhook.tls.mode": "secret",
+                "webhook.tls.existingSecret": secret_name,
+                "webhook.tls.caBundle": ca_bundle,
+                "config.namespaceLabel": label,
+            },
+            release=release,
+            namespace=release,
+        )
+        assert injected_ca(api, fullname) == ca_bundle
+        start(replica, release, secret)
+        try:
+            assert replica.served() == leaf(issued.cert_chain_pems[0].bytes().decode())
+            target = cluster.create_namespace(f"sec-{uuid.uuid4().hex[:6]}", labels={label: "true"})
+            scenario = Scenario(cluster, target)
+            run = scenario.run(workspaces=[{"name": "w", "emptyDir": {}}])
+            pod = scenario.task_pod(run, "t", claims=())
+            assert scenario.pod(pod)["spec"]["affinity"]["podAffinity"][REQ]
+            scenario.close()
+        finally:
+            replica.operator.stop()
+        chart.uninstall(cluster, release=release, namespace=release)
+        assert fullname not in webhook_configurations(api)
+        # The Secret is the administrator's: the chart never owned it, so it stays.
+        assert client.CoreV1Api(api).read_namespaced_secret(secret_name, release).data == secret
