@@ -48,8 +48,9 @@ test: lint unit e2e package
 demo: venv binaries
 	$(BIN)/python -m e2e.demo
 
-bench: venv
+bench: venv binaries
 	$(BIN)/python -m bench.admission
+	$(BIN)/python -m bench.pod_churn
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,128 @@
+"""Benchmark: what unrelated pods cost the leader.
+
+python -m bench.pod_churn [--pods N] [--rounds R]
+
+A local control plane, the operator running on the host as leader, and N plain pods (no Tekton
+labels, in a namespace that did not opt in) created, run by kwok's fake kubelets and deleted,
+R times. Prints the operator's CPU time and resident memory before and after, per pod and per
+watch event the API server sent for those pods. A TaskRun-heavy cluster is not the question
+here: those pods concern us. The question is the rest of a shared cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from kubernetes import client, watch
+
+from bench.admission import rss_mib
+from e2e.cluster import LocalCluster
+from e2e.cluster import tekton as tekton_cluster
+from e2e.coscheduler import Coscheduler, install_crds
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of the process (its threads included), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+class EventCounter(threading.Thread):
+    """Watches the namespace's pods as the operator's pod watch sees them, and counts."""
+
+    def __init__(self, cluster: LocalCluster, namespace: str) -> None:
+        super().__init__(daemon=True)
+        self.cluster, self.namespace, self.events = cluster, namespace, 0
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        with self.cluster.api_client() as api:
+            core = client.CoreV1Api(api)
+            version = core.list_namespaced_pod(self.namespace).metadata.resource_version
+            while not self.stopped.is_set():
+                for event in watch.Watch().stream(
+                    core.list_namespaced_pod,
+                    self.namespace,
+                    resource_version=version,
+                    timeout_seconds=1,
+                ):
+                    self.events += 1
+                    version = event["object"].metadata.resource_version
+
+
+def churn(cluster: LocalCluster, namespace: str, pods: int) -> int:
+    """Creates the pods, waits until all run, deletes them and waits until all are gone.
+    Returns how many watch events those pods made."""
+    counter = EventCounter(cluster, namespace)
+    counter.start()
+    time.sleep(1)
+    with cluster.api_client() as api:
+        core = client.CoreV1Api(api)
+        for i in range(pods):
+            core.create_namespaced_pod(
+                namespace,
+                {  # type: ignore[arg-type]
+                    "metadata": {"name": f"plain-{i}", "labels": {"app": "unrelated"}},
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+                },
+            )
+        cluster.wait_for(
+            lambda: (
+                sum(p.status.phase == "Running" for p in core.list_namespaced_pod(namespace).items)
+                == pods
+            ),
+            timeout=300,
+            what=f"{pods} pods running",
+        )
+        core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        cluster.wait_for(
+            lambda: not core.list_namespaced_pod(namespace).items, timeout=300, what="pods gone"
+        )
+    time.sleep(2)
+    counter.stopped.set()
+    counter.join(10)
+    return counter.events
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.pod_churn", description=__doc__)
+    parser.add_argument("--pods", type=int, default=500)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    with LocalCluster() as cluster:
+        cluster.add_nodes(4, pods=1000)
+        tekton_cluster.install(cluster, None)
+        install_crds(cluster)
+        operator = Coscheduler(cluster, env_overrides={"POD_NAMESPACE": "default"})
+        operator.start()
+        assert operator.process is not None and operator.process.pid is not None
+        pid = operator.process.pid
+        namespace = cluster.create_namespace(f"unrelated-{uuid.uuid4().hex[:6]}")
+        time.sleep(5)  # past the start-up work
+        idle_cpu, idle_rss = cpu_seconds(pid), rss_mib(pid)
+        time.sleep(10)
+        idle_rate = (cpu_seconds(pid) - idle_cpu) / 10
+        print(f"operator idle: {idle_rate * 1000:.1f} ms CPU per s, RSS {idle_rss:.1f} MiB")
+        for r in range(args.rounds):
+            before, started = cpu_seconds(pid), time.monotonic()
+            events = churn(cluster, namespace, args.pods)
+            elapsed = time.monotonic() - started
+            spent = cpu_seconds(pid) - before - idle_rate * elapsed
+            print(
+                f"round {r + 1}: {args.pods} pods, {events} watch events in {elapsed:.1f} s; "
+                f"operator CPU beyond idle {spent * 1000:.0f} ms = "
+                f"{spent * 1000 / args.pods:.2f} ms per pod, "
+                f"{spent * 1000 / max(events, 1):.3f} ms per event; RSS {rss_mib(pid):.1f} MiB"
+            )
+        operator.stop()
+
+
+if __name__ == "__main__":
+    main()
