@@ -14,7 +14,7 @@ import structlog
 from aiohttp import web
 
 from controller import handlers, names, probes, webhook
-from controller.clusterview import ClusterView
+from controller.clusterview import ClusterView, Facts
 from controller.kube import Kube, load_client_config
 from controller.leadership import LeaderElector, default_namespace, identity
 from controller.metrics import Metrics
@@ -24,8 +24,9 @@ from controller.settings import Settings
 log = structlog.get_logger(__name__)
 
 
-def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
+def kopf_settings(settings: Settings, pod_selector: str) -> kopf.OperatorSettings:
     s = kopf.OperatorSettings()
+    s.watching.label_selectors["v1", "pods"] = pod_selector
     # kopf keeps no state on Tekton's objects (only @kopf.on.event is used), but should any
     # handler ever need it, it must be under our own domain, never kopf's defaults.
     s.persistence.finalizer = f"{names.DOMAIN}/finalizer"
@@ -55,9 +56,23 @@ async def serving(
         await runner.cleanup()
 
 
-async def resync_forever(operator: Operator, view: ClusterView, interval: float) -> None:
+async def synced(view: ClusterView) -> None:
     while not view.facts.synced:
         await asyncio.sleep(0.2)
+
+
+def warn_if_tekton_relabels(old: Facts, new: Facts) -> None:
+    if old.synced and old.tekton_managed_by != new.tekton_managed_by:
+        log.warning(
+            "Tekton's default-managed-by-label-value changed: a leading replica watches pods "
+            "with the new value only after a restart (misplaced pods go unnoticed until then)",
+            old=old.tekton_managed_by,
+            new=new.tekton_managed_by,
+        )
+
+
+async def resync_forever(operator: Operator, view: ClusterView, interval: float) -> None:
+    await synced(view)
     while True:
         try:
             await asyncio.to_thread(operator.resync)
@@ -81,6 +96,11 @@ async def reconcile_while_leading(
     """Waits for leadership, then runs kopf and the resync until told to stop or the lead is
     lost. Returns the exit code: 1 when leadership was lost, as a fresh start is the safe way
     back (the pod restarts; another replica leads meanwhile)."""
+    # Only a replica that knows the cluster may lead: the pod watch's selector depends on it.
+    if not await first_of(synced(view), stop.wait()):
+        return 0
+    pod_selector = handlers.pod_label_selector(view.facts.tekton_managed_by)
+    log.info("pods watched once leading", label_selector=pod_selector)
     elector = None
     if settings.leader_election:
         elector = LeaderElector(
@@ -97,7 +117,7 @@ async def reconcile_while_leading(
         kopf.operator(
             clusterwide=True,
             standalone=True,
-            settings=kopf_settings(settings),
+            settings=kopf_settings(settings, pod_selector),
             memo=kopf.Memo(operator=operator),
             registry=handlers.registry,
             stop_flag=stop,
@@ -122,6 +142,7 @@ async def run(settings: Settings) -> int:
     kube = Kube(load_client_config(), timeout=settings.api_timeout)
     metrics = Metrics()
     view = ClusterView(settings, kube)
+    view.subscribe(warn_if_tekton_relabels)
     operator = Operator(settings, kube, view, metrics)
     view.start()
 

@@ -32,6 +32,7 @@ class Facts:
     policy_objects: tuple[Mapping[str, Any], ...] = ()
     defaults: policy.PolicyResolution | None = None
     tekton_default_template: Mapping[str, Any] = field(default_factory=dict)
+    tekton_managed_by: str = tekton.DEFAULT_MANAGED_BY
     feature_flags: Mapping[str, Any] | None = None
 
     @property
@@ -146,6 +147,7 @@ class ClusterView:
             feature_flags=data,
             assistant_on=tekton.assistant_enabled(data),
             tekton_default_template=default_pod_template(defaults),
+            tekton_managed_by=tekton.managed_by_value((defaults or {}).get("data")),
         )
 
     def _on_policies(self, store: Store) -> None:

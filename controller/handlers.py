@@ -18,6 +18,15 @@ registry = kopf.OperatorRegistry()
 BALLOON_LABELS = {names.LABEL_MANAGED_BY: names.APP, names.LABEL_COMPONENT: names.COMPONENT_BALLOON}
 
 
+def pod_label_selector(tekton_managed_by: str) -> str:
+    """What the pod watch asks the API server for: balloon pods and Tekton's TaskRun pods. The
+    handlers' own label filters then tell the two apart. Without it, every pod event of the
+    cluster reaches the leader, to be parsed and dropped (about 1 ms of CPU each, measured by
+    bench/pod_churn.py)."""
+    values = ",".join(sorted({names.APP, tekton_managed_by}))
+    return f"{names.LABEL_MANAGED_BY} in ({values})"
+
+
 @kopf.on.login(registry=registry)
 def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
     # In-cluster service account, else the kubeconfig: the same as kube.load_client_config.

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller import names
+from controller.fragments import is_label_value
 
 GROUP = "tekton.dev"
 VERSION = "v1"
@@ -29,6 +30,9 @@ READ_WRITE_ONCE_POD = "ReadWriteOncePod"
 
 FEATURE_FLAGS_CONFIGMAP = "feature-flags"
 DEFAULTS_CONFIGMAP = "config-defaults"
+# What Tekton writes into every TaskRun pod's app.kubernetes.io/managed-by, unless
+# config-defaults says otherwise (it overrides whatever the TaskRun carries).
+DEFAULT_MANAGED_BY = "tekton-pipelines"
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -203,6 +207,15 @@ def task_run_pod_run(labels: Mapping[str, Any]) -> RunRef | None:
         return None
     uid = labels.get(LABEL_PIPELINE_RUN_UID)
     return RunRef(run, uid if isinstance(uid, str) else "")
+
+
+def managed_by_value(config_defaults: Mapping[str, Any] | None) -> str:
+    """The app.kubernetes.io/managed-by value of Tekton's TaskRun pods, from the data of its
+    config-defaults ConfigMap."""
+    value = _dict(config_defaults).get("default-managed-by-label-value")
+    if isinstance(value, str) and value and is_label_value(value):
+        return value
+    return DEFAULT_MANAGED_BY
 
 
 def assistant_enabled(feature_flags: Mapping[str, Any] | None) -> bool:

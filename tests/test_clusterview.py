@@ -55,3 +55,11 @@ def test_synced_only_when_every_watch_has_listed_once() -> None:
     assert facts.topology_key("team-a") == "kubernetes.io/hostname"
     assert len(changes) == 3 and changes[-1][1] is facts
     assert changes[0][0].synced is False  # listeners see the old and the new snapshot
+
+
+def test_tekton_managed_by_value_comes_from_config_defaults() -> None:
+    view = ClusterView(Settings(), NoKube())  # type: ignore[arg-type]
+    assert view.facts.tekton_managed_by == "tekton-pipelines"
+    view._on_tekton_config({"tekton-pipelines/config-defaults": {
+        "data": {"default-managed-by-label-value": "ci-platform"}}})
+    assert view.facts.tekton_managed_by == "ci-platform"

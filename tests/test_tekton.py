@@ -85,3 +85,14 @@ def test_taskrun_pod_recognition() -> None:
 )
 def test_assistant_detection(flags: dict[str, str] | None, on: bool) -> None:
     assert tekton.assistant_enabled(flags) is on
+
+
+@pytest.mark.parametrize(("data", "expected"), [
+    (None, "tekton-pipelines"),
+    ({}, "tekton-pipelines"),
+    ({"default-managed-by-label-value": "ci-platform"}, "ci-platform"),
+    ({"default-managed-by-label-value": ""}, "tekton-pipelines"),
+    ({"default-managed-by-label-value": "not a label value!"}, "tekton-pipelines"),
+])
+def test_the_managed_by_value_tekton_gives_its_pods(data: Any, expected: str) -> None:
+    assert tekton.managed_by_value(data) == expected
