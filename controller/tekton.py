@@ -30,8 +30,8 @@ READ_WRITE_ONCE_POD = "ReadWriteOncePod"
 
 FEATURE_FLAGS_CONFIGMAP = "feature-flags"
 DEFAULTS_CONFIGMAP = "config-defaults"
-# What Tekton writes into every TaskRun pod's app.kubernetes.io/managed-by, unless
-# config-defaults says otherwise (it overrides whatever the TaskRun carries).
+# Tekton writes this into every TaskRun pod's app.kubernetes.io/managed-by, over any value the
+# TaskRun carries, unless config-defaults names another (default-managed-by-label-value).
 DEFAULT_MANAGED_BY = "tekton-pipelines"
 
 
