@@ -45,10 +45,12 @@ package:
 test: lint unit e2e package
 
 # The main job: a local control plane, the operator, a fan-out/fan-in PipelineRun, a verdict.
-demo: venv binaries
+demo: venv
+	bash e2e/build.sh etcd kubernetes kwok tekton helm
 	$(BIN)/python -m e2e.demo
 
-bench: venv binaries
+bench: venv
+	bash e2e/build.sh etcd kubernetes kwok
 	$(BIN)/python -m bench.admission
 	$(BIN)/python -m bench.pod_churn
 

@@ -71,8 +71,7 @@ def warn_if_tekton_relabels(old: Facts, new: Facts) -> None:
         )
 
 
-async def resync_forever(operator: Operator, view: ClusterView, interval: float) -> None:
-    await synced(view)
+async def resync_forever(operator: Operator, interval: float) -> None:
     while True:
         try:
             await asyncio.to_thread(operator.resync)
@@ -112,7 +111,7 @@ async def reconcile_while_leading(
         )
         if not await first_of(elector.acquire(), stop.wait()):
             return 0  # told to stop while still a candidate
-    resync = asyncio.create_task(resync_forever(operator, view, settings.resync_interval))
+    resync = asyncio.create_task(resync_forever(operator, settings.resync_interval))
     kopf_task = asyncio.create_task(
         kopf.operator(
             clusterwide=True,
