@@ -24,7 +24,7 @@ import aiohttp
 import trustme
 
 from bench.webhook_server import FixedFacts
-from controller import admission
+from controller.core import admission
 from tests import factories
 
 

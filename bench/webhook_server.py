@@ -11,8 +11,8 @@ from pathlib import Path
 
 from aiohttp import web
 
-from controller import webhook
-from controller.logging import configure
+from controller.faces import webhook
+from controller.faces.logging import configure
 from controller.metrics import Metrics
 
 

@@ -33,12 +33,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"tekton-coscheduler: {exc}", file=sys.stderr)
         return 2
     if args.command == "check":
-        from controller.check import check
+        from controller.faces.check import check
 
         return check(settings)
 
-    from controller import app
-    from controller.logging import configure
+    from controller.faces import app
+    from controller.faces.logging import configure
 
     configure(settings.log_level, settings.log_format)
     with contextlib.suppress(KeyboardInterrupt):

@@ -1,16 +1,19 @@
-"""Operator settings: read once from COSCHEDULER_* environment variables, frozen, validated."""
+"""Operator settings: read once from COSCHEDULER_* environment variables, frozen, validated.
+
+Beneath every layer but the core: the kube, operator and face layers are handed a Settings;
+the core never sees one (it is given the values it needs, such as the default policy).
+"""
 
 from __future__ import annotations
 
-import enum
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from controller import names
-from controller.fragments import (
+from controller.core import names
+from controller.core.fragments import (
     LabelMap,
     LocalObjectReference,
     ObjectName,
@@ -18,16 +21,9 @@ from controller.fragments import (
     Resources,
     Toleration,
 )
+from controller.core.policy import EffectivePolicy, Isolation
 
 ENV_PREFIX = "COSCHEDULER_"
-
-
-class Isolation(enum.StrEnum):
-    """How balloons of different runs treat each other's topology domain."""
-
-    NONE = "none"
-    PREFERRED = "preferred"
-    REQUIRED = "required"
 
 
 class Settings(BaseSettings):
@@ -74,6 +70,20 @@ class Settings(BaseSettings):
     # A balloon without a bound pod for this long is reported on its PipelineRun.
     balloon_stuck_after: float = Field(default=20.0, gt=0)
     api_timeout: float = Field(default=30.0, gt=0)
+
+    def default_policy(self) -> EffectivePolicy:
+        """The policy of a namespace without a CoschedulingPolicy."""
+        return EffectivePolicy(
+            topology_key=self.topology_key,
+            isolation=self.isolation,
+            image=self.balloon_image,
+            resources=self.balloon_resources,
+            node_selector=dict(self.balloon_node_selector),
+            tolerations=tuple(t.to_k8s() for t in self.balloon_tolerations),
+            affinity={},
+            priority_class_name=self.balloon_priority_class_name,
+            image_pull_secrets=tuple(s.to_k8s() for s in self.balloon_image_pull_secrets),
+        )
 
     @model_validator(mode="after")
     def _cert_pair(self) -> Settings:

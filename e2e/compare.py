@@ -45,7 +45,7 @@ from typing import Any
 
 from kubernetes import client
 
-from controller import names
+from controller.core import names
 from e2e import tekton_runs as tr
 from e2e.cluster import ClusterHandle, LocalCluster
 from e2e.cluster import tekton as tekton_cluster

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from controller import names
+from controller.core import names
 from e2e import chart
 from e2e.cluster import Backend, BinaryNotFound, ClusterHandle, open_cluster
 from e2e.cluster import tekton as tekton_cluster

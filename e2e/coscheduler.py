@@ -17,7 +17,8 @@ import trustme
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from controller import names, webhook
+from controller.core import names
+from controller.faces import webhook
 from e2e.cluster import ClusterHandle, crds
 from e2e.cluster.processes import ManagedProcess, free_port, http_ok, wait_until
 

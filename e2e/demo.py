@@ -22,7 +22,7 @@ from typing import Any
 
 from kubernetes import client
 
-from controller import names
+from controller.core import names
 from e2e import chart
 from e2e.cluster import ClusterHandle, LocalCluster
 from e2e.coscheduler import Coscheduler

@@ -10,7 +10,7 @@ from typing import Any
 
 from kubernetes import client
 
-from controller import names
+from controller.core import names
 from e2e.cluster import ClusterHandle
 from tests import factories
 

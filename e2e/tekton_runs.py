@@ -17,7 +17,7 @@ from typing import Any
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from controller import names
+from controller.core import names
 from e2e.cluster import ClusterHandle, node_schedulable
 
 TEKTON = ("tekton.dev", "v1")

@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from controller import names
+from controller.core import names
 from e2e import chart
 from e2e.cluster import ClusterHandle
 from e2e.coscheduler import Coscheduler

@@ -12,7 +12,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from controller import access, webhook
+from controller.faces import webhook
+from controller.kube import access
 from controller.settings import ENV_PREFIX, Settings
 from e2e import chart
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from controller import names
+from controller.core import names
 from e2e.cluster import ClusterHandle
 from e2e.coscheduler import Coscheduler
 from e2e.scenario import Scenario, user_affinity

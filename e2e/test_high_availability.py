@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from controller import webhook
+from controller.faces import webhook
 from e2e.cluster import ClusterHandle
 from e2e.coscheduler import Coscheduler
 from e2e.scenario import Scenario

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
-from controller import names
+from controller.core import names
 from e2e import chart
 from e2e.cluster import Backend, ClusterHandle, KindCluster
 from e2e.cluster import tekton as tekton_cluster

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from controller import names
+from controller.core import names
 from e2e.cluster import ClusterHandle
 from e2e.cluster import tekton as tekton_cluster
 from e2e.coscheduler import Coscheduler

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from controller import affinity, names
+from controller.core import affinity, names
 from e2e import tekton_runs as tr
 from e2e.cluster import ClusterHandle
 from e2e.coscheduler import Coscheduler

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from controller import policy
+from controller.core import policy
 from controller.settings import Settings
 
 
@@ -47,4 +47,4 @@ def settings(clean_env: pytest.MonkeyPatch) -> Settings:
 
 @pytest.fixture
 def default_policy(settings: Settings) -> policy.EffectivePolicy:
-    return policy.defaults(settings)
+    return settings.default_policy()

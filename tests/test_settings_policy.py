@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from controller import policy
-from controller.settings import Isolation, Settings, SettingsError, load_settings
+from controller.core import policy
+from controller.core.policy import Isolation
+from controller.settings import Settings, SettingsError, load_settings
 
 
 def test_defaults(settings: Settings) -> None:
@@ -58,7 +59,7 @@ def _policy(name: str, created: str, spec: object) -> dict[str, object]:
 
 
 def test_policy_overrides_defaults_field_by_field(settings: Settings) -> None:
-    res = policy.resolve(settings, [_policy("p", "2026-01-01T00:00:00Z", {
+    res = policy.resolve(settings.default_policy(), [_policy("p", "2026-01-01T00:00:00Z", {
         "topologyKey": "topology.kubernetes.io/zone",
         "isolation": "preferred",
         "balloon": {"resources": {"cpu": "50m", "memory": "32Mi"},
@@ -85,14 +86,14 @@ def test_policy_overrides_defaults_field_by_field(settings: Settings) -> None:
     ],
 )
 def test_unusable_policy_is_reported_and_defaults_apply(settings: Settings, spec: object) -> None:
-    res = policy.resolve(settings, [_policy("bad", "2026-01-01T00:00:00Z", spec)])
-    assert res.policy == policy.defaults(settings)
+    res = policy.resolve(settings.default_policy(), [_policy("bad", "2026-01-01T00:00:00Z", spec)])
+    assert res.policy == settings.default_policy()
     assert [(p.name, p.reason) for p in res.problems] == [("bad", "Invalid")]
     assert "defaults apply" in res.problems[0].message
 
 
 def test_oldest_policy_wins_and_others_are_superseded(settings: Settings) -> None:
-    res = policy.resolve(settings, [
+    res = policy.resolve(settings.default_policy(), [
         _policy("newer", "2026-02-01T00:00:00Z", {"isolation": "required"}),
         _policy("older", "2026-01-01T00:00:00Z", {"isolation": "preferred"}),
     ])

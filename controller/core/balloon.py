@@ -1,0 +1,213 @@
+"""Pure: the balloon StatefulSet of a PipelineRun under a policy.
+
+The balloon is one pause container that mounts the run's claims and carries every scheduling
+constraint the run's pods will carry, so the node the scheduler picks for it suits the run.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from controller.core import names, scheduling
+from controller.core.fragments import is_label_value
+from controller.core.policy import EffectivePolicy, Isolation
+from controller.core.tekton import GROUP, PIPELINE_RUN_KIND, VERSION, Claim, PipelineRun
+
+NAME_PREFIX = "coschedule-"
+# The StatefulSet controller labels pods with "<name>-<10 char hash>"; labels stop at 63.
+MAX_NAME = 52
+BALLOON_UID = 65532
+
+
+def balloon_name(run_uid: str) -> str:
+    """Stable, valid for any run, and distinct for a run re-created under the same name."""
+    slug = re.sub(r"[^a-z0-9-]", "", run_uid.lower()).strip("-")
+    return (NAME_PREFIX + slug)[:MAX_NAME].rstrip("-")
+
+
+def balloon_labels(run: PipelineRun) -> dict[str, str]:
+    labels = {
+        names.LABEL_NAME: names.APP,
+        names.LABEL_COMPONENT: names.COMPONENT_BALLOON,
+        names.LABEL_MANAGED_BY: names.APP,
+        names.LABEL_RUN_UID: run.uid,
+    }
+    if is_label_value(run.name):
+        labels[names.LABEL_RUN] = run.name
+    return labels
+
+
+def selector_labels(run_uid: str) -> dict[str, str]:
+    return {
+        names.LABEL_MANAGED_BY: names.APP,
+        names.LABEL_COMPONENT: names.COMPONENT_BALLOON,
+        names.LABEL_RUN_UID: run_uid,
+    }
+
+
+def claim_names(statefulset: Mapping[str, Any]) -> set[str]:
+    """The claims an existing balloon mounts."""
+    volumes = (((statefulset.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
+        "volumes"
+    ) or []
+    return {
+        v["persistentVolumeClaim"]["claimName"]
+        for v in volumes
+        if isinstance(v, dict) and isinstance(v.get("persistentVolumeClaim"), dict)
+    }
+
+
+@dataclass(frozen=True)
+class BalloonPlan:
+    manifest: dict[str, Any]
+    claims: tuple[str, ...]
+    # Claims left out (ReadWriteOncePod): the run is then anchored by affinity alone.
+    skipped_claims: tuple[str, ...]
+    # Constraints of single tasks (taskRunSpecs) that no common node can meet.
+    conflicts: tuple[str, ...]
+
+
+def plan(
+    run: PipelineRun,
+    policy: EffectivePolicy,
+    claims: Sequence[Claim],
+    tekton_default_template: Mapping[str, Any] | None = None,
+) -> BalloonPlan:
+    template = scheduling.effective_template(tekton_default_template, run.pod_template)
+    pods = scheduling.constraints_of(template)
+    task_selectors = [
+        scheduling.constraints_of(scheduling.effective_template(template, t)).node_selector
+        for t in run.task_pod_templates.values()
+    ]
+    node_selector, conflicts = scheduling.merge_selectors(
+        policy.node_selector, pods.node_selector, *task_selectors
+    )
+    mounted = sorted({c.name for c in claims if c.mountable_by_balloon})
+    skipped = sorted({c.name for c in claims if not c.mountable_by_balloon} - set(mounted))
+    name = balloon_name(run.uid)
+    labels = balloon_labels(run)
+
+    spec: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 1,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": BALLOON_UID,
+            "runAsGroup": BALLOON_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [
+            {
+                "name": "balloon",
+                "image": policy.image,
+                "resources": policy.resources.to_k8s(),
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "capabilities": {"drop": ["ALL"]},
+                    "readOnlyRootFilesystem": True,
+                    "runAsNonRoot": True,
+                },
+                "volumeMounts": [
+                    {"name": f"claim-{i}", "mountPath": f"/claims/{i}", "readOnly": True}
+                    for i in range(len(mounted))
+                ],
+            }
+        ],
+        "volumes": [
+            {"name": f"claim-{i}", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
+            for i, claim in enumerate(mounted)
+        ],
+    }
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    tolerations = scheduling.union([*policy.tolerations, *pods.tolerations])
+    if tolerations:
+        spec["tolerations"] = [dict(t) for t in tolerations]
+    affinity = _affinity(run.uid, policy, pods.node_affinity)
+    if affinity:
+        spec["affinity"] = affinity
+    priority = policy.priority_class_name or pods.priority_class_name
+    if priority:
+        spec["priorityClassName"] = priority
+    secrets = policy.image_pull_secrets or pods.image_pull_secrets
+    if secrets:
+        spec["imagePullSecrets"] = [dict(s) for s in secrets]
+
+    manifest = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {
+            "name": name,
+            "namespace": run.namespace,
+            "labels": labels,
+            "annotations": {names.ANNOTATION_RUN_CREATED: run.created},
+            "ownerReferences": [
+                {
+                    "apiVersion": f"{GROUP}/{VERSION}",
+                    "kind": PIPELINE_RUN_KIND,
+                    "name": run.name,
+                    "uid": run.uid,
+                    "controller": True,
+                    # True would need the finalizers permission on PipelineRuns.
+                    "blockOwnerDeletion": False,
+                }
+            ],
+        },
+        "spec": {
+            "replicas": 1,
+            "podManagementPolicy": "Parallel",
+            # A changed template must never move an anchored pod; the operator replaces the
+            # pod itself, and only while it is not yet bound.
+            "updateStrategy": {"type": "OnDelete"},
+            "revisionHistoryLimit": 1,
+            "selector": {"matchLabels": selector_labels(run.uid)},
+            "template": {
+                "metadata": {
+                    "labels": labels,
+                    "annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
+                },
+                "spec": spec,
+            },
+        },
+    }
+    return BalloonPlan(manifest, tuple(mounted), tuple(skipped), tuple(conflicts))
+
+
+def _affinity(
+    run_uid: str, policy: EffectivePolicy, pods_node_affinity: Mapping[str, Any]
+) -> dict[str, Any]:
+    affinity: dict[str, Any] = {}
+    node = scheduling.and_node_affinity(
+        policy.affinity.get("nodeAffinity") or {}, pods_node_affinity
+    )
+    if node:
+        affinity["nodeAffinity"] = node
+    if policy.affinity.get("podAffinity"):
+        affinity["podAffinity"] = dict(policy.affinity["podAffinity"])
+    anti = dict(policy.affinity.get("podAntiAffinity") or {})
+    if policy.isolation is not Isolation.NONE:
+        term = {
+            "labelSelector": {
+                "matchLabels": {
+                    names.LABEL_MANAGED_BY: names.APP,
+                    names.LABEL_COMPONENT: names.COMPONENT_BALLOON,
+                },
+                "matchExpressions": [
+                    {"key": names.LABEL_RUN_UID, "operator": "NotIn", "values": [run_uid]}
+                ],
+            },
+            "topologyKey": policy.topology_key,
+        }
+        if policy.isolation is Isolation.REQUIRED:
+            key = "requiredDuringSchedulingIgnoredDuringExecution"
+            anti[key] = [*anti.get(key, []), term]
+        else:
+            key = "preferredDuringSchedulingIgnoredDuringExecution"
+            anti[key] = [*anti.get(key, []), {"weight": 100, "podAffinityTerm": term}]
+    if anti:
+        affinity["podAntiAffinity"] = anti
+    return affinity

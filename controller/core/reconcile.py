@@ -1,0 +1,134 @@
+"""Pure: what should exist for a PipelineRun, given what is observed now.
+
+Level-based: the same observation always gives the same decision, so replayed events, resyncs
+and restarts are harmless.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.core import balloon, tekton
+from controller.core.policy import EffectivePolicy
+
+
+class Verb(enum.StrEnum):
+    CREATE = "create"
+    # Replace the template and the pod: only while the pod is not bound, so it never moves.
+    UPDATE = "update"
+    DELETE = "delete"
+    KEEP = "keep"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Something to tell the run's owner: a Kubernetes Event on the PipelineRun."""
+
+    reason: str
+    message: str
+    warning: bool = True
+
+
+@dataclass(frozen=True)
+class Observed:
+    run: tekton.PipelineRun
+    namespace_enabled: bool
+    assistant_blocks: bool
+    policy: EffectivePolicy
+    tekton_default_template: Mapping[str, Any] | None
+    pvcs: Sequence[Mapping[str, Any]]
+    balloon: Mapping[str, Any] | None
+    balloon_pod_node: str | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    verb: Verb
+    why: str
+    manifest: Mapping[str, Any] | None = None
+    notices: tuple[Notice, ...] = field(default=())
+
+
+def desired_claims(
+    run: tekton.PipelineRun, pvcs: Sequence[Mapping[str, Any]]
+) -> list[tekton.Claim]:
+    """Named and templated claims from the spec, and every claim the run owns.
+
+    Owned claims are found whatever their name: Tekton's naming is Tekton's, not ours.
+    """
+    named = tekton.with_access_modes(run.claims(), pvcs)
+    known = {c.name for c in named}
+    owned = [c for c in tekton.claims_owned_by(pvcs, run.uid) if c.name not in known]
+    return named + owned
+
+
+def decide(obs: Observed) -> Decision:
+    run = obs.run
+    exists = obs.balloon is not None
+    if not run.valid:
+        return Decision(Verb.NONE, "run lacks name, namespace or uid")
+    if run.finished:
+        return Decision(Verb.DELETE if exists else Verb.NONE, "run finished")
+    if run.opted_out:
+        return Decision(Verb.DELETE if exists else Verb.NONE, "run opted out")
+    if run.pending:
+        return Decision(Verb.DELETE if exists else Verb.NONE, "run pending")
+    if exists and not obs.namespace_enabled:
+        # Label removed mid-run: the balloon ends with its run.
+        return Decision(Verb.KEEP, "namespace no longer enabled; balloon ends with its run")
+    if not obs.namespace_enabled:
+        return Decision(Verb.NONE, "namespace not enabled")
+    if obs.assistant_blocks:
+        notice = Notice(
+            "TektonAffinityAssistantOn",
+            "Tekton's own affinity assistant is on (feature-flags coschedule is not 'disabled'); "
+            "tekton-coscheduler creates no balloon so that two anchors do not compete",
+        )
+        return Decision(
+            Verb.KEEP if exists else Verb.NONE, "tekton assistant on", notices=(notice,)
+        )
+
+    planned = balloon.plan(
+        run, obs.policy, desired_claims(run, obs.pvcs), obs.tekton_default_template
+    )
+    notices = []
+    if planned.conflicts:
+        notices.append(
+            Notice(
+                "ConflictingTaskConstraints",
+                "no single node can meet the node selectors of all tasks: "
+                + "; ".join(planned.conflicts),
+            )
+        )
+    if planned.skipped_claims:
+        notices.append(
+            Notice(
+                "ClaimNotMounted",
+                "ReadWriteOncePod claims are anchored by affinity only: "
+                + ", ".join(planned.skipped_claims),
+                warning=False,
+            )
+        )
+    if obs.balloon is None:
+        return Decision(Verb.CREATE, "live run without balloon", planned.manifest, tuple(notices))
+    missing = set(planned.claims) - balloon.claim_names(obs.balloon)
+    if missing and obs.balloon_pod_node is None:
+        return Decision(
+            Verb.UPDATE,
+            "balloon lacks claims " + ", ".join(sorted(missing)),
+            planned.manifest,
+            tuple(notices),
+        )
+    if missing:
+        notices.append(
+            Notice(
+                "ClaimNotAnchored",
+                f"claims {', '.join(sorted(missing))} appeared after the balloon was placed on "
+                f"{obs.balloon_pod_node}; they are not mounted by the balloon",
+            )
+        )
+    return Decision(Verb.KEEP, "balloon in place", notices=tuple(notices))

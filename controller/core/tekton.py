@@ -1,0 +1,225 @@
+"""Typed views of the Tekton fields we read (DESIGN section 5). Pure: dicts in, values out.
+
+Every accessor tolerates missing or mistyped fields: a PipelineRun from an unknown Tekton
+version must not crash the operator.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.core import names
+from controller.core.fragments import is_label_value
+
+GROUP = "tekton.dev"
+VERSION = "v1"
+PIPELINE_RUN_KIND = "PipelineRun"
+
+LABEL_PIPELINE_RUN = "tekton.dev/pipelineRun"
+LABEL_PIPELINE_RUN_UID = "tekton.dev/pipelineRunUID"
+LABEL_TASK_RUN = "tekton.dev/taskRun"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_COMPONENT = "app.kubernetes.io/component"
+AFFINITY_ASSISTANT_COMPONENT = "affinity-assistant"
+
+SPEC_STATUS_PENDING = "PipelineRunPending"
+READ_WRITE_ONCE_POD = "ReadWriteOncePod"
+
+FEATURE_FLAGS_CONFIGMAP = "feature-flags"
+DEFAULTS_CONFIGMAP = "config-defaults"
+# Tekton writes this into every TaskRun pod's app.kubernetes.io/managed-by, over any value the
+# TaskRun carries, unless config-defaults names another (default-managed-by-label-value).
+DEFAULT_MANAGED_BY = "tekton-pipelines"
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def dig(obj: Any, *path: str) -> Any:
+    for key in path:
+        obj = _dict(obj).get(key)
+    return obj
+
+
+def tekton_pvc_name(template_name: str, workspace: str, owner_uid: str) -> str:
+    """Tekton's name for a volumeClaimTemplate workspace's claim (pkg/reconciler/volumeclaim)."""
+    digest = hashlib.sha256((workspace + owner_uid).encode()).hexdigest()[:10]
+    return f"{template_name or 'pvc'}-{digest}"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A PVC the run uses, known by name before or after it exists."""
+
+    name: str
+    access_modes: tuple[str, ...] = ()
+
+    @property
+    def mountable_by_balloon(self) -> bool:
+        # A ReadWriteOncePod claim held by the balloon would lock the run's own pods out.
+        return READ_WRITE_ONCE_POD not in self.access_modes
+
+
+@dataclass(frozen=True)
+class PipelineRun:
+    name: str
+    namespace: str
+    uid: str
+    created: str
+    annotations: Mapping[str, str]
+    spec: Mapping[str, Any]
+    status: Mapping[str, Any]
+    raw: Mapping[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> PipelineRun:
+        meta = _dict(body.get("metadata"))
+        annotations = {
+            k: v for k, v in _dict(meta.get("annotations")).items() if isinstance(v, str)
+        }
+        return cls(
+            name=_str(meta.get("name")),
+            namespace=_str(meta.get("namespace")),
+            uid=_str(meta.get("uid")),
+            created=_str(meta.get("creationTimestamp")),
+            annotations=annotations,
+            spec=_dict(body.get("spec")),
+            status=_dict(body.get("status")),
+            raw=body,
+        )
+
+    @property
+    def valid(self) -> bool:
+        return bool(self.name and self.namespace and self.uid)
+
+    @property
+    def succeeded_status(self) -> str:
+        for cond in _list(self.status.get("conditions")):
+            if _dict(cond).get("type") == "Succeeded":
+                return _str(_dict(cond).get("status"))
+        return ""
+
+    @property
+    def finished(self) -> bool:
+        return self.succeeded_status in ("True", "False")
+
+    @property
+    def pending(self) -> bool:
+        return self.spec.get("status") == SPEC_STATUS_PENDING
+
+    @property
+    def opted_out(self) -> bool:
+        return opted_out(self.annotations)
+
+    @property
+    def pod_template(self) -> dict[str, Any]:
+        return _dict(dig(self.spec, "taskRunTemplate", "podTemplate"))
+
+    @property
+    def task_pod_templates(self) -> dict[str, dict[str, Any]]:
+        """Per-task pod templates from spec.taskRunSpecs, by pipeline task name."""
+        out = {}
+        for entry in _list(self.spec.get("taskRunSpecs")):
+            entry = _dict(entry)
+            template = _dict(entry.get("podTemplate"))
+            if template:
+                out[_str(entry.get("pipelineTaskName"))] = template
+        return out
+
+    def claims(self) -> list[Claim]:
+        """Claims named in the run's workspaces, including Tekton's volumeClaimTemplate claims."""
+        found: dict[str, Claim] = {}
+        for binding in _list(self.spec.get("workspaces")):
+            binding = _dict(binding)
+            claim_name = _str(dig(binding, "persistentVolumeClaim", "claimName"))
+            template = _dict(binding.get("volumeClaimTemplate"))
+            if claim_name:
+                found.setdefault(claim_name, Claim(claim_name))
+            elif template and binding.get("name"):
+                name = tekton_pvc_name(
+                    _str(dig(template, "metadata", "name")), _str(binding["name"]), self.uid
+                )
+                modes = tuple(
+                    m for m in _list(dig(template, "spec", "accessModes")) if isinstance(m, str)
+                )
+                found.setdefault(name, Claim(name, modes))
+        return list(found.values())
+
+
+def opted_out(annotations: Mapping[str, Any]) -> bool:
+    return str(annotations.get(names.OPT_OUT_ANNOTATION, "")).strip().lower() == "false"
+
+
+def claims_owned_by(pvcs: Sequence[Mapping[str, Any]], run_uid: str) -> list[Claim]:
+    """Claims whose ownerReferences name the run: Tekton's own, whatever it called them."""
+    out = []
+    for pvc in pvcs:
+        meta = _dict(pvc.get("metadata"))
+        if any(_dict(ref).get("uid") == run_uid for ref in _list(meta.get("ownerReferences"))):
+            modes = tuple(m for m in _list(dig(pvc, "spec", "accessModes")) if isinstance(m, str))
+            out.append(Claim(_str(meta.get("name")), modes))
+    return out
+
+
+def with_access_modes(claims: Sequence[Claim], pvcs: Sequence[Mapping[str, Any]]) -> list[Claim]:
+    """The claims, with access modes taken from the PVC objects that exist."""
+    modes = {
+        _str(dig(pvc, "metadata", "name")): tuple(
+            m for m in _list(dig(pvc, "spec", "accessModes")) if isinstance(m, str)
+        )
+        for pvc in pvcs
+    }
+    return [Claim(c.name, modes.get(c.name, c.access_modes)) for c in claims]
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """Which PipelineRun a pod belongs to, as its labels say."""
+
+    name: str
+    uid: str
+
+
+def task_run_pod_run(labels: Mapping[str, Any]) -> RunRef | None:
+    """The PipelineRun of a TaskRun pod, or None for any other pod.
+
+    Tekton's affinity-assistant pods carry tekton.dev/pipelineRun too; TaskRun pods are the
+    ones that also carry tekton.dev/taskRun. Our balloons carry neither.
+    """
+    if labels.get(LABEL_COMPONENT) == AFFINITY_ASSISTANT_COMPONENT:
+        return None
+    if labels.get(names.LABEL_MANAGED_BY) == names.APP:
+        return None
+    run = labels.get(LABEL_PIPELINE_RUN)
+    if not isinstance(run, str) or not run or not labels.get(LABEL_TASK_RUN):
+        return None
+    uid = labels.get(LABEL_PIPELINE_RUN_UID)
+    return RunRef(run, uid if isinstance(uid, str) else "")
+
+
+def managed_by_value(config_defaults: Mapping[str, Any] | None) -> str:
+    """The app.kubernetes.io/managed-by value of Tekton's TaskRun pods, from the data of its
+    config-defaults ConfigMap."""
+    value = _dict(config_defaults).get("default-managed-by-label-value")
+    if isinstance(value, str) and value and is_label_value(value):
+        return value
+    return DEFAULT_MANAGED_BY
+
+
+def assistant_enabled(feature_flags: Mapping[str, Any] | None) -> bool:
+    """Is Tekton's own affinity assistant on? Absent flags mean Tekton's default, which is on."""
+    # Tekton >= 0.60 reads only `coschedule` (default "workspaces"). Older releases also read
+    # `disable-affinity-assistant`; DESIGN asks for `coschedule: disabled`, so only that counts.
+    return str(_dict(feature_flags).get("coschedule", "workspaces")).strip() != "disabled"

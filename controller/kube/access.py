@@ -1,0 +1,61 @@
+"""The API access the operator needs, in one place: `check` verifies it, the chart grants it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from controller.core import names, tekton
+
+
+@dataclass(frozen=True)
+class Access:
+    group: str
+    resource: str
+    verbs: tuple[str, ...]
+    why: str
+    # Where: "cluster", "tekton" (Tekton's namespace) or "own" (the Lease's namespace).
+    scope: str = "cluster"
+
+
+REQUIRED: tuple[Access, ...] = (
+    Access(tekton.GROUP, "pipelineruns", ("get", "list", "watch"), "watch runs; never written"),
+    Access(
+        "apps",
+        "statefulsets",
+        ("get", "list", "watch", "create", "patch", "delete"),
+        "the balloons",
+    ),
+    Access(
+        "",
+        "pods",
+        ("get", "list", "watch", "delete"),
+        "balloon placement, misplaced pods; delete only an unbound balloon pod",
+    ),
+    Access("", "persistentvolumeclaims", ("list",), "find the claims a run owns"),
+    Access("", "namespaces", ("list", "watch"), "which namespaces opted in"),
+    Access("", "events", ("create",), "tell run owners what happened"),
+    Access(
+        "",
+        "configmaps",
+        ("get", "list", "watch"),
+        "Tekton's feature-flags and config-defaults",
+        scope="tekton",
+    ),
+    Access(
+        names.POLICY_GROUP, names.POLICY_PLURAL, ("get", "list", "watch"), "per-namespace policy"
+    ),
+    Access(names.POLICY_GROUP, f"{names.POLICY_PLURAL}/status", ("patch",), "report policy status"),
+    Access(
+        "apiextensions.k8s.io",
+        "customresourcedefinitions",
+        ("get", "list", "watch"),
+        "kopf notices CRDs installed after it started; `check` reads ours and Tekton's",
+    ),
+    Access(
+        "coordination.k8s.io",
+        "leases",
+        ("get", "create", "update"),
+        "leader election: which replica reconciles",
+        scope="own",
+    ),
+)

@@ -1,0 +1,298 @@
+"""The only module that talks to the API server. Blocking calls; run them off the event loop.
+
+Objects go in and come out as plain dicts in the API's own camelCase shape: the pure modules
+never see client models.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import kubernetes
+import structlog
+from kubernetes.client.exceptions import ApiException
+
+from controller.core import names, tekton
+
+log = structlog.get_logger(__name__)
+
+Obj = dict[str, Any]
+# What the layers above catch: they never import the client library themselves.
+ApiError = ApiException
+
+
+def api_message(exc: ApiException) -> str:
+    """The API server's own words for a failed request."""
+    try:
+        return str(json.loads(exc.body or "{}").get("message") or exc.reason)
+    except ValueError:
+        return str(exc.reason)
+
+
+def load_client_config() -> kubernetes.client.ApiClient:
+    """In-cluster credentials when in a pod, else the kubeconfig (KUBECONFIG or ~/.kube/config)."""
+    try:
+        kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]
+    except kubernetes.config.ConfigException:
+        kubernetes.config.load_kube_config()  # type: ignore[no-untyped-call]
+    return kubernetes.client.ApiClient()
+
+
+class Kube:
+    def __init__(self, api: kubernetes.client.ApiClient, timeout: float = 30.0) -> None:
+        self.api = api
+        self.timeout = timeout
+        self.core = kubernetes.client.CoreV1Api(api)
+        self.apps = kubernetes.client.AppsV1Api(api)
+        self.custom = kubernetes.client.CustomObjectsApi(api)
+        self.coordination = kubernetes.client.CoordinationV1Api(api)
+
+    def _json(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
+        resp = fn(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
+        data: Obj = json.loads(resp.data)
+        return data
+
+    def _items(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Obj]:
+        items: list[Obj] = self._json(fn, *args, **kwargs).get("items") or []
+        return items
+
+    def _get(self, fn: Callable[..., Any], *args: Any) -> Obj | None:
+        try:
+            return self._json(fn, *args)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    # -- balloons ------------------------------------------------------------------------
+
+    def get_statefulset(self, namespace: str, name: str) -> Obj | None:
+        return self._get(self.apps.read_namespaced_stateful_set, name, namespace)
+
+    def create_statefulset(self, manifest: Mapping[str, Any]) -> tuple[Obj, bool]:
+        """Create, or return the existing one: (object, created)."""
+        meta = manifest["metadata"]
+        try:
+            return self._json(
+                self.apps.create_namespaced_stateful_set, meta["namespace"], manifest
+            ), True
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+        existing = self.get_statefulset(meta["namespace"], meta["name"])
+        if existing is None:  # deleted between our two calls; the next reconcile creates it
+            raise RuntimeError(f"statefulset {meta['name']} vanished during create") from None
+        return existing, False
+
+    def replace_balloon_template(self, manifest: Mapping[str, Any]) -> None:
+        """New pod template, then the unbound pod is deleted so the controller re-creates it."""
+        meta = manifest["metadata"]
+        patch = {"spec": {"template": manifest["spec"]["template"]}}
+        self.apps.patch_namespaced_stateful_set(
+            meta["name"], meta["namespace"], patch, _request_timeout=self.timeout
+        )
+        pod_name = f"{meta['name']}-0"
+        pod = self._get(self.core.read_namespaced_pod, pod_name, meta["namespace"])
+        if pod is not None and not (pod.get("spec") or {}).get("nodeName"):
+            self.delete_pod(meta["namespace"], pod_name, uid=pod["metadata"]["uid"])
+
+    def delete_pod(self, namespace: str, name: str, uid: str) -> None:
+        try:
+            self.core.delete_namespaced_pod(
+                name,
+                namespace,
+                body=kubernetes.client.V1DeleteOptions(
+                    preconditions=kubernetes.client.V1Preconditions(uid=uid)
+                ),
+                _request_timeout=self.timeout,
+            )
+        except ApiException as exc:
+            if exc.status not in (404, 409):
+                raise
+
+    def delete_statefulset(self, namespace: str, name: str, uid: str | None = None) -> bool:
+        """True if deleted now; False if already gone. A uid precondition spares a successor."""
+        options = kubernetes.client.V1DeleteOptions(
+            propagation_policy="Background",
+            preconditions=kubernetes.client.V1Preconditions(uid=uid) if uid else None,
+        )
+        try:
+            self.apps.delete_namespaced_stateful_set(
+                name, namespace, body=options, _request_timeout=self.timeout
+            )
+            return True
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
+
+    def list_balloons(self) -> list[Obj]:
+        return self._items(
+            self.apps.list_stateful_set_for_all_namespaces, label_selector=names.BALLOON_SELECTOR
+        )
+
+    def list_balloon_pods(self, namespace: str, run_uid: str) -> list[Obj]:
+        selector = f"{names.BALLOON_SELECTOR},{names.LABEL_RUN_UID}={run_uid}"
+        return self._items(self.core.list_namespaced_pod, namespace, label_selector=selector)
+
+    def annotate_statefulset(
+        self, namespace: str, name: str, annotations: Mapping[str, str]
+    ) -> None:
+        self.apps.patch_namespaced_stateful_set(
+            name,
+            namespace,
+            {"metadata": {"annotations": dict(annotations)}},
+            _request_timeout=self.timeout,
+        )
+
+    # -- Tekton and storage --------------------------------------------------------------
+
+    def list_pvcs(self, namespace: str) -> list[Obj]:
+        return self._items(self.core.list_namespaced_persistent_volume_claim, namespace)
+
+    def get_pipelinerun(self, namespace: str, name: str) -> Obj | None:
+        return self._get(
+            self.custom.get_namespaced_custom_object,
+            tekton.GROUP,
+            tekton.VERSION,
+            namespace,
+            "pipelineruns",
+            name,
+        )
+
+    def list_pipelineruns(self) -> list[Obj]:
+        return self._items(
+            self.custom.list_cluster_custom_object, tekton.GROUP, tekton.VERSION, "pipelineruns"
+        )
+
+    # -- our policy ----------------------------------------------------------------------
+
+    def list_policies(self, namespace: str) -> list[Obj]:
+        return self._items(
+            self.custom.list_namespaced_custom_object,
+            names.POLICY_GROUP,
+            names.POLICY_VERSION,
+            namespace,
+            names.POLICY_PLURAL,
+        )
+
+    def patch_policy_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        try:
+            self.custom.patch_namespaced_custom_object_status(
+                names.POLICY_GROUP,
+                names.POLICY_VERSION,
+                namespace,
+                names.POLICY_PLURAL,
+                name,
+                {"status": dict(status)},
+                _request_timeout=self.timeout,
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    # -- leader election ---------------------------------------------------------------
+
+    def get_lease(self, namespace: str, name: str) -> Obj | None:
+        return self._get(self.coordination.read_namespaced_lease, name, namespace)
+
+    def create_lease(self, body: Mapping[str, Any]) -> bool:
+        """False if someone else created it first."""
+        namespace = body["metadata"]["namespace"]
+        return self._unless_conflict(self.coordination.create_namespaced_lease, namespace, body)
+
+    def replace_lease(self, body: Mapping[str, Any]) -> bool:
+        """False if the Lease changed since it was read (its resourceVersion is checked)."""
+        meta = body["metadata"]
+        return self._unless_conflict(
+            self.coordination.replace_namespaced_lease, meta["name"], meta["namespace"], body
+        )
+
+    def _unless_conflict(self, fn: Callable[..., Any], *args: Any) -> bool:
+        """True if the write went through; False on 409 (someone else wrote first)."""
+        try:
+            fn(*args, _request_timeout=self.timeout)  # plain dicts are sent as they are
+            return True
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+
+    # -- what `check` asks -------------------------------------------------------------
+
+    def server_version(self) -> str:
+        return str(self._json(kubernetes.client.VersionApi(self.api).get_code).get("gitVersion"))
+
+    def crd_served_versions(self, name: str) -> list[str] | None:
+        """The served versions of a CustomResourceDefinition; None if it is not installed."""
+        ext = kubernetes.client.ApiextensionsV1Api(self.api)
+        crd = self._get(ext.read_custom_resource_definition, name)
+        if crd is None:
+            return None
+        versions = (crd.get("spec") or {}).get("versions") or []
+        return [str(v.get("name")) for v in versions if v.get("served")]
+
+    def configmap_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        """A ConfigMap's data ({} when it has none); None if it does not exist."""
+        cm = self._get(self.core.read_namespaced_config_map, name, namespace)
+        return None if cm is None else dict(cm.get("data") or {})
+
+    def can_i(
+        self, group: str, resource: str, verb: str, namespace: str | None, subresource: str = ""
+    ) -> bool:
+        """A SelfSubjectAccessReview: may this client do that?"""
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {
+                "resourceAttributes": {
+                    "group": group,
+                    "resource": resource,
+                    "subresource": subresource or None,
+                    "verb": verb,
+                    "namespace": namespace,
+                }
+            },
+        }
+        authz = kubernetes.client.AuthorizationV1Api(self.api)
+        answer = self._json(authz.create_self_subject_access_review, review)
+        return bool((answer.get("status") or {}).get("allowed"))
+
+    # -- events --------------------------------------------------------------------------
+
+    def post_event(
+        self, involved: Mapping[str, Any], reason: str, message: str, *, warning: bool
+    ) -> None:
+        """A core/v1 Event about an object (involved: apiVersion, kind, metadata)."""
+        meta = involved.get("metadata") or {}
+        namespace = meta.get("namespace") or "default"
+        now = datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": f"{meta.get('name', 'object')[:200]}.{uuid.uuid4().hex[:16]}",
+                "namespace": namespace,
+            },
+            "involvedObject": {
+                "apiVersion": involved.get("apiVersion"),
+                "kind": involved.get("kind"),
+                "name": meta.get("name"),
+                "namespace": namespace,
+                "uid": meta.get("uid"),
+            },
+            "reason": reason,
+            "message": message[:1024],
+            "type": "Warning" if warning else "Normal",
+            "source": {"component": names.APP},
+            "reportingComponent": names.APP,
+            "reportingInstance": names.APP,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        self.core.create_namespaced_event(namespace, event, _request_timeout=self.timeout)  # type: ignore[arg-type]

@@ -1,0 +1,160 @@
+"""What every replica knows about the cluster: enabled namespaces, policies, Tekton's config.
+
+Fed by Reflectors (kube.py) and read by the webhook and the operator alike. Each change
+swaps in a new immutable Facts snapshot, so a reader never sees half an update.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+import yaml
+
+from controller.core import names, policy, tekton
+from controller.kube.client import Kube
+from controller.kube.reflector import Reflector, Store, start_thread
+from controller.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class Facts:
+    synced: bool = False
+    enabled_namespaces: frozenset[str] = frozenset()
+    assistant_on: bool = True
+    ignore_assistant: bool = False
+    policies: Mapping[str, policy.PolicyResolution] = field(default_factory=dict)
+    policy_objects: tuple[Mapping[str, Any], ...] = ()
+    defaults: policy.PolicyResolution | None = None
+    tekton_default_template: Mapping[str, Any] = field(default_factory=dict)
+    tekton_managed_by: str = tekton.DEFAULT_MANAGED_BY
+    feature_flags: Mapping[str, Any] | None = None
+
+    @property
+    def assistant_blocks(self) -> bool:
+        return self.assistant_on and not self.ignore_assistant
+
+    def namespace_enabled(self, namespace: str) -> bool:
+        return namespace in self.enabled_namespaces
+
+    def policy_for(self, namespace: str) -> policy.PolicyResolution:
+        found = self.policies.get(namespace)
+        if found is not None:
+            return found
+        assert self.defaults is not None
+        return self.defaults
+
+    def topology_key(self, namespace: str) -> str:
+        return self.policy_for(namespace).policy.topology_key
+
+
+def default_pod_template(config_defaults: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Tekton's cluster default pod template (config-defaults: default-pod-template, YAML)."""
+    text = ((config_defaults or {}).get("data") or {}).get("default-pod-template")
+    if not text:
+        return {}
+    try:
+        parsed = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        log.warning("tekton default-pod-template is not YAML; ignored", error=str(exc))
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def resolve_policies(settings: Settings, store: Store) -> dict[str, policy.PolicyResolution]:
+    by_namespace: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for obj in store.values():
+        by_namespace[(obj.get("metadata") or {}).get("namespace", "")].append(obj)
+    base = settings.default_policy()
+    return {ns: policy.resolve(base, objs) for ns, objs in by_namespace.items()}
+
+
+class ClusterView:
+    def __init__(self, settings: Settings, kube: Kube) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()
+        self.facts = Facts(
+            ignore_assistant=settings.ignore_tekton_assistant,
+            defaults=policy.PolicyResolution(settings.default_policy()),
+        )
+        self._parts: dict[str, bool] = {}
+        self._listeners: list[Callable[[Facts, Facts], None]] = []
+        selector = f"{settings.namespace_label}={settings.namespace_label_value}"
+        self.reflectors = [
+            Reflector(
+                "namespaces",
+                kube.core.list_namespace,
+                (),
+                self._on_namespaces,
+                label_selector=selector,
+                timeout=settings.api_timeout,
+            ),
+            Reflector(
+                "tekton-config",
+                kube.core.list_namespaced_config_map,
+                (settings.tekton_namespace,),
+                self._on_tekton_config,
+                timeout=settings.api_timeout,
+            ),
+            Reflector(
+                "policies",
+                kube.custom.list_cluster_custom_object,
+                (names.POLICY_GROUP, names.POLICY_VERSION, names.POLICY_PLURAL),
+                self._on_policies,
+                timeout=settings.api_timeout,
+            ),
+        ]
+
+    def subscribe(self, listener: Callable[[Facts, Facts], None]) -> None:
+        """listener(old, new) runs on every change, in the watching thread."""
+        self._listeners.append(listener)
+
+    def start(self) -> None:
+        for reflector in self.reflectors:
+            start_thread(reflector.run, f"watch-{reflector.name}")
+
+    def stop(self) -> None:
+        for reflector in self.reflectors:
+            reflector.stop()
+
+    def _update(self, part: str, **changes: Any) -> None:
+        with self._lock:
+            old = self.facts
+            self._parts[part] = True
+            synced = len(self._parts) == len(self.reflectors)
+            self.facts = new = Facts(**{**old.__dict__, **changes, "synced": synced})
+        for listener in self._listeners:
+            try:
+                listener(old, new)
+            except Exception:
+                log.exception("cluster view listener failed")
+
+    def _on_namespaces(self, store: Store) -> None:
+        enabled = frozenset((o.get("metadata") or {}).get("name", "") for o in store.values())
+        self._update("namespaces", enabled_namespaces=enabled)
+
+    def _on_tekton_config(self, store: Store) -> None:
+        ns = self.settings.tekton_namespace
+        flags = store.get(f"{ns}/{tekton.FEATURE_FLAGS_CONFIGMAP}")
+        defaults = store.get(f"{ns}/{tekton.DEFAULTS_CONFIGMAP}")
+        data = (flags or {}).get("data") if flags else None
+        self._update(
+            "tekton-config",
+            feature_flags=data,
+            assistant_on=tekton.assistant_enabled(data),
+            tekton_default_template=default_pod_template(defaults),
+            tekton_managed_by=tekton.managed_by_value((defaults or {}).get("data")),
+        )
+
+    def _on_policies(self, store: Store) -> None:
+        self._update(
+            "policies",
+            policies=resolve_policies(self.settings, store),
+            policy_objects=tuple(store.values()),
+        )

@@ -1,0 +1,112 @@
+"""Leader election on a coordination.k8s.io Lease: one replica reconciles, all serve the webhook.
+
+The same protocol as client-go's leaderelection: the holder renews the Lease every few seconds;
+a candidate takes it over once it has not been renewed for its duration. Writes carry the
+Lease's resourceVersion, so two candidates can never both win one round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import structlog
+from kubernetes.client.exceptions import ApiException
+
+from controller.core.lease import claimed, may_take
+from controller.core.times import micro_time
+from controller.kube.client import Kube
+
+log = structlog.get_logger(__name__)
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def default_namespace() -> str:
+    """The pod's own namespace in a cluster, else 'default' (a process on a workstation)."""
+    env = os.environ.get("POD_NAMESPACE")
+    if env:
+        return env
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
+    except OSError:
+        return "default"
+
+
+def identity() -> str:
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+@dataclass
+class LeaderElector:
+    kube: Kube
+    namespace: str
+    name: str
+    me: str
+    duration: int = 15
+
+    @property
+    def retry(self) -> float:
+        return max(1.0, self.duration / 5)
+
+    def try_hold(self) -> bool:
+        """One round: True if we hold the Lease afterwards. Blocking."""
+        now = datetime.now(UTC)
+        lease = self.kube.get_lease(self.namespace, self.name)
+        if lease is None:
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": claimed({}, self.me, self.duration, now),
+            }
+            return self.kube.create_lease(body)
+        spec = lease.get("spec") or {}
+        if not may_take(spec, self.me, now):
+            return False
+        lease["spec"] = claimed(spec, self.me, self.duration, now)
+        return self.kube.replace_lease(lease)
+
+    async def acquire(self) -> None:
+        log.info("waiting for leadership", lease=f"{self.namespace}/{self.name}", identity=self.me)
+        while not await self._round():
+            await asyncio.sleep(self.retry)
+        log.info("leading", lease=f"{self.namespace}/{self.name}", identity=self.me)
+
+    async def hold(self) -> None:
+        """Renews until a renewal fails for longer than the Lease lasts; then returns."""
+        deadline = asyncio.get_running_loop().time() + self.duration * 2 / 3
+        while True:
+            await asyncio.sleep(self.retry)
+            if await self._round():
+                deadline = asyncio.get_running_loop().time() + self.duration * 2 / 3
+            elif asyncio.get_running_loop().time() > deadline:
+                log.error("leadership lost", lease=f"{self.namespace}/{self.name}")
+                return
+
+    async def _round(self) -> bool:
+        try:
+            return await asyncio.to_thread(self.try_hold)
+        except (ApiException, OSError) as exc:
+            log.warning("lease round failed", error=repr(exc))
+            return False
+
+    def release(self) -> None:
+        """Hand the Lease back at shutdown, so that another replica leads at once."""
+        try:
+            lease = self.kube.get_lease(self.namespace, self.name)
+            if lease and (lease.get("spec") or {}).get("holderIdentity") == self.me:
+                # As client-go does: no holder, and a lease of one second from now.
+                now = micro_time(datetime.now(UTC))
+                lease["spec"].update(
+                    holderIdentity=None, leaseDurationSeconds=1, acquireTime=now, renewTime=now
+                )
+                self.kube.replace_lease(lease)
+                log.info("leadership released", lease=f"{self.namespace}/{self.name}")
+        except (ApiException, OSError) as exc:
+            log.warning("could not release the lease", error=repr(exc))

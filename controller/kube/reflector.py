@@ -1,0 +1,121 @@
+"""Watch caches: an in-memory copy of a list of objects, kept current by list-then-watch."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import structlog
+from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
+
+log = structlog.get_logger(__name__)
+
+Obj = dict[str, Any]
+
+
+Store = dict[str, Obj]
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+class Reflector:
+    """Keeps an in-memory copy of one list of objects current: list, then watch from there.
+
+    Independent of kopf on purpose: every replica keeps it, whether or not it is the leader,
+    so webhook answers never depend on which replica is asked.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        list_fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        on_change: Callable[[Store], None],
+        *,
+        timeout: float = 30.0,
+        watch_seconds: int = 240,
+        **kwargs: Any,
+    ) -> None:
+        self.name = name
+        self._list_fn = list_fn
+        self._args = args
+        self._kwargs = kwargs
+        self._on_change = on_change
+        self._timeout = timeout
+        self._watch_seconds = watch_seconds
+        self.synced = threading.Event()
+        self._stopped = threading.Event()
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def run(self) -> None:
+        backoff = 1.0
+        while not self._stopped.is_set():
+            try:
+                self._list_and_watch()
+                backoff = 1.0
+            except ApiException as exc:
+                if exc.status == 404:
+                    # The resource is not served (a CRD not installed): an empty list, for now.
+                    self._on_change({})
+                    self.synced.set()
+                log.warning("watch failed", watch=self.name, status=exc.status, reason=exc.reason)
+            except Exception as exc:
+                log.warning("watch failed", watch=self.name, error=repr(exc))
+            self._stopped.wait(backoff)
+            backoff = min(backoff * 2, 30.0)
+
+    def _list_and_watch(self) -> None:
+        resp = self._list_fn(
+            *self._args, _preload_content=False, _request_timeout=self._timeout, **self._kwargs
+        )
+        listing = json.loads(resp.data)
+        store: Store = {_key(o): o for o in listing.get("items") or []}
+        version = (listing.get("metadata") or {}).get("resourceVersion", "")
+        self._on_change(dict(store))
+        self.synced.set()
+        while not self._stopped.is_set():
+            for event in self._watch(version):
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    return  # 410 Gone and friends: list again
+                version = (obj.get("metadata") or {}).get("resourceVersion", version)
+                if kind == "BOOKMARK":
+                    continue
+                if kind == "DELETED":
+                    store.pop(_key(obj), None)
+                else:
+                    store[_key(obj)] = obj
+                self._on_change(dict(store))
+                if self._stopped.is_set():
+                    return
+
+    def _watch(self, version: str) -> Iterator[Obj]:
+        resp = self._list_fn(
+            *self._args,
+            watch=True,
+            resource_version=version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=self._watch_seconds,
+            _preload_content=False,
+            _request_timeout=(self._timeout, self._watch_seconds + 30),
+            **self._kwargs,
+        )
+        try:
+            for line in iter_resp_lines(resp):  # type: ignore[no-untyped-call]
+                yield json.loads(line)
+        finally:
+            resp.release_conn()
+
+
+def start_thread(target: Callable[[], None], name: str) -> threading.Thread:
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    thread.start()
+    return thread

@@ -1,0 +1,240 @@
+"""The operator's work on runs: observe (kube), decide (reconcile), act (kube), tell (notify).
+
+The kopf handlers (faces/kopf_handlers.py) call these methods and nothing else. Every method is
+safe to run again with the same input: that is what makes restarts and replayed events harmless.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from controller.core import balloon, names, reconcile, tekton
+from controller.core.pods import scheduled_condition
+from controller.core.reconcile import Notice, Verb
+from controller.core.times import parse_time
+from controller.kube.client import ApiError, Kube, api_message
+from controller.kube.clusterview import ClusterView, Facts
+from controller.metrics import Metrics
+from controller.operator import policies
+from controller.operator.notify import Notifier, pipelinerun_ref
+from controller.operator.placement import Placement
+from controller.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+
+class Operator:
+    def __init__(self, settings: Settings, kube: Kube, view: ClusterView, metrics: Metrics) -> None:
+        self.settings = settings
+        self.kube = kube
+        self.view = view
+        self.metrics = metrics
+        self.notifier = Notifier(kube)
+        self.placement = Placement(kube, metrics, self.notifier)
+        view.subscribe(self.on_facts)
+
+    # -- PipelineRuns ----------------------------------------------------------------------
+
+    def reconcile_run(self, body: Mapping[str, Any]) -> reconcile.Decision:
+        run = tekton.PipelineRun.from_body(body)
+        facts = self.view.facts
+        if not run.valid:
+            log.warning("pipelinerun without name, namespace or uid; ignored")
+            return reconcile.Decision(Verb.NONE, "invalid run")
+        if not facts.namespace_enabled(run.namespace) and not run.finished:
+            # Cheap exit for the common case; balloons left by a de-labelled namespace are
+            # finished off by the resync once their runs end.
+            return reconcile.Decision(Verb.NONE, "namespace not enabled")
+        existing = self.kube.get_statefulset(run.namespace, balloon.balloon_name(run.uid))
+        if (
+            existing is not None
+            and (existing["metadata"].get("labels") or {}).get(names.LABEL_RUN_UID) != run.uid
+        ):
+            log.error(
+                "statefulset with the balloon's name is not ours; leaving it alone",
+                name=existing["metadata"]["name"],
+                namespace=run.namespace,
+            )
+            return reconcile.Decision(Verb.NONE, "name taken")
+        observed = self._observe(run, facts, existing)
+        decision = reconcile.decide(observed)
+        if decision.verb is Verb.UPDATE:
+            node = self.placement.node_of(run.namespace, run.uid)
+            if node is not None:
+                decision = reconcile.decide(
+                    reconcile.Observed(**{**observed.__dict__, "balloon_pod_node": node})
+                )
+        if decision.verb in (Verb.CREATE, Verb.UPDATE) and not self._still_live(run):
+            return reconcile.Decision(Verb.NONE, "run no longer live")
+        self._act(run, decision, existing)
+        return decision
+
+    def _still_live(self, run: tekton.PipelineRun) -> bool:
+        """The body we decided on may be old: a resync's list, or a queued watch event. Making a
+        balloon for a run that has since finished would leave one that no event deletes soon,
+        so ask the API server once more before creating (creating is rare; this GET is cheap)."""
+        fresh = self.kube.get_pipelinerun(run.namespace, run.name)
+        if fresh is None:
+            return False
+        now = tekton.PipelineRun.from_body(fresh)
+        return now.uid == run.uid and not (now.finished or now.pending or now.opted_out)
+
+    def _observe(
+        self, run: tekton.PipelineRun, facts: Facts, existing: Mapping[str, Any] | None
+    ) -> reconcile.Observed:
+        live = not (run.finished or run.pending or run.opted_out)
+        needs_claims = (
+            live and facts.namespace_enabled(run.namespace) and not facts.assistant_blocks
+        )
+        return reconcile.Observed(
+            run=run,
+            namespace_enabled=facts.namespace_enabled(run.namespace),
+            assistant_blocks=facts.assistant_blocks,
+            policy=facts.policy_for(run.namespace).policy,
+            tekton_default_template=facts.tekton_default_template,
+            pvcs=self.kube.list_pvcs(run.namespace) if needs_claims else [],
+            balloon=existing,
+        )
+
+    def _act(
+        self,
+        run: tekton.PipelineRun,
+        decision: reconcile.Decision,
+        existing: Mapping[str, Any] | None,
+    ) -> None:
+        ref = pipelinerun_ref(run.name, run.namespace, run.uid)
+        bound = log.bind(object=f"PipelineRun/{run.namespace}/{run.name}", verb=str(decision.verb))
+        for notice in decision.notices:
+            self.notifier.tell(ref, notice, run.uid)
+        try:
+            if decision.verb is Verb.CREATE:
+                assert decision.manifest is not None
+                _, created = self.kube.create_statefulset(decision.manifest)
+                if created:
+                    self.metrics.balloons_created.inc()
+                    self.metrics.balloons_active.inc()
+                    bound.info("balloon created", balloon=decision.manifest["metadata"]["name"])
+            elif decision.verb is Verb.UPDATE:
+                assert decision.manifest is not None
+                self.kube.replace_balloon_template(decision.manifest)
+                bound.info("balloon template replaced", why=decision.why)
+            elif decision.verb is Verb.DELETE and existing is not None:
+                self._delete(existing, decision.why)
+        except ApiError as exc:
+            reason = (
+                "BalloonCreateFailed" if decision.verb is Verb.CREATE else "BalloonUpdateFailed"
+            )
+            self.metrics.balloon_problems.labels(reason=reason).inc()
+            self.notifier.tell(
+                ref,
+                Notice(
+                    reason,
+                    f"{decision.verb} of the balloon failed: {exc.status} {api_message(exc)}; "
+                    "the run's pods may wait for their anchor",
+                ),
+                run.uid,
+            )
+
+    def _delete(self, statefulset: Mapping[str, Any], why: str) -> None:
+        meta = statefulset["metadata"]
+        if self.kube.delete_statefulset(meta["namespace"], meta["name"], uid=meta.get("uid")):
+            self.metrics.balloons_deleted.labels(reason=why).inc()
+            self.metrics.balloons_active.dec()
+            log.info("balloon deleted", balloon=meta["name"], namespace=meta["namespace"], why=why)
+        self.placement.forget((meta.get("labels") or {}).get(names.LABEL_RUN_UID, ""))
+
+    # -- periodic: every run, every balloon --------------------------------------------------
+
+    def resync(self) -> None:
+        # Balloons before runs: a balloon listed now belongs to a run created earlier, which the
+        # later list shows unless it is gone. The other order calls a balloon made in between an
+        # orphan and deletes it.
+        balloons = self.kube.list_balloons()
+        runs = {r.uid: r for r in map(tekton.PipelineRun.from_body, self.kube.list_pipelineruns())}
+        for run in runs.values():
+            try:
+                self.reconcile_run(run.raw)
+            except Exception:
+                log.exception("reconcile failed", object=f"PipelineRun/{run.namespace}/{run.name}")
+        for sts in balloons:
+            uid = (sts["metadata"].get("labels") or {}).get(names.LABEL_RUN_UID, "")
+            owner = runs.get(uid)
+            if owner is None or owner.finished:
+                self._delete(sts, "orphan" if owner is None else "run finished")
+            elif not owner.pending:
+                self._check_placed(owner, sts)
+        self.metrics.balloons_active.set(len(self.kube.list_balloons()))
+        for obj in self.view.facts.policy_objects:
+            self.report_policy(obj)
+
+    def report_policy(self, obj: Mapping[str, Any]) -> None:
+        policies.report(self.settings, self.kube, self.notifier, obj)
+
+    def _check_placed(self, run: tekton.PipelineRun, sts: Mapping[str, Any]) -> None:
+        """A balloon that has no bound pod after a while is said on the run, with the why."""
+        created = parse_time(sts["metadata"].get("creationTimestamp"))
+        if created is None:
+            return
+        age = (datetime.now(UTC) - created).total_seconds()
+        if age < self.settings.balloon_stuck_after or self.placement.node_of(
+            run.namespace, run.uid
+        ):
+            return
+        pods = self.kube.list_balloon_pods(run.namespace, run.uid)
+        if pods:
+            message = scheduled_condition(pods[0]).get("message") or "the pod is not scheduled"
+        else:
+            message = "the StatefulSet has no pod (quota, LimitRange or admission?)"
+        self.metrics.balloon_problems.labels(reason="not-placed").inc()
+        self.notifier.tell(
+            pipelinerun_ref(run.name, run.namespace, run.uid),
+            Notice(
+                "BalloonNotPlaced",
+                f"the balloon has no node after {int(age)}s: {message}; the run's pods wait for it",
+            ),
+            run.uid,
+        )
+
+    # -- policies and Tekton's flags ------------------------------------------------------------
+
+    def on_facts(self, old: Facts, new: Facts) -> None:
+        invalid = sum(1 for r in new.policies.values() for p in r.problems if p.reason == "Invalid")
+        self.metrics.policy_problems.set(invalid)
+        self.metrics.tekton_assistant_on.set(1 if new.assistant_on else 0)
+        if new.synced and new.assistant_on and (not old.synced or not old.assistant_on):
+            flags = new.feature_flags
+            what = (
+                "missing"
+                if flags is None
+                else f"coschedule={flags.get('coschedule', '(default)')!r}"
+            )
+            message = (
+                f"Tekton's affinity assistant is on "
+                f"({self.settings.tekton_namespace}/feature-flags {what}); "
+                "set coschedule: disabled. "
+                + (
+                    "Balloons are still made (COSCHEDULER_IGNORE_TEKTON_ASSISTANT)."
+                    if new.ignore_assistant
+                    else "No balloons are made until it is off."
+                )
+            )
+            log.error(message)
+            involved = {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": tekton.FEATURE_FLAGS_CONFIGMAP,
+                    "namespace": self.settings.tekton_namespace,
+                },
+            }
+            self.notifier.tell(
+                involved, Notice("TektonAffinityAssistantOn", message), "feature-flags"
+            )
+        elif old.assistant_on and not new.assistant_on and new.synced:
+            log.info("Tekton's affinity assistant is off; balloons are made")
+            self.notifier.forget("feature-flags", "TektonAffinityAssistantOn")
+

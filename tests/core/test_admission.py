@@ -1,0 +1,135 @@
+"""The webhook's decision, as a pure function of the request and what the cluster view knows."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import jsonpatch
+import pytest
+
+from controller.core import admission, names
+from controller.core.admission import Outcome
+from tests import factories
+from tests.conftest import StaticFacts
+
+
+def decide(obj: dict[str, Any], facts: StaticFacts, **kw: Any) -> admission.Decision:
+    _, request = admission.parse(json.dumps(factories.admission_review(obj, **kw)).encode())
+    return admission.decide(request, facts)
+
+
+def test_taskrun_pod_of_enabled_namespace_gets_the_term(facts: StaticFacts) -> None:
+    pod = factories.taskrun_pod()
+    decision = decide(pod, facts)
+    assert decision.outcome is Outcome.PATCHED
+    patched = jsonpatch.apply_patch(pod, list(decision.patch))
+    term = patched["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+    assert term["labelSelector"]["matchLabels"][names.LABEL_RUN_UID] == factories.RUN_UID
+
+
+def test_topology_key_comes_from_the_namespace_policy(facts: StaticFacts) -> None:
+    facts.keys["team-a"] = "topology.kubernetes.io/zone"
+    decision = decide(factories.taskrun_pod(), facts)
+    assert decision.patch[0]["value"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0][
+        "topologyKey"
+    ] == "topology.kubernetes.io/zone"
+
+
+@pytest.mark.parametrize(
+    ("mutate", "outcome"),
+    [
+        (lambda p, f: p.update(metadata={**p["metadata"], "namespace": "other"}), Outcome.NAMESPACE_DISABLED),
+        (lambda p, f: p["metadata"]["annotations"].update({names.OPT_OUT_ANNOTATION: "false"}), Outcome.OPTED_OUT),
+        (lambda p, f: setattr(f, "assistant_blocks", True), Outcome.TEKTON_ASSISTANT_ON),
+        (lambda p, f: setattr(f, "synced", False), Outcome.NOT_SYNCED),
+        (lambda p, f: p["metadata"]["labels"].pop("tekton.dev/taskRun"), Outcome.NOT_TASKRUN_POD),
+        (lambda p, f: p["metadata"].pop("labels"), Outcome.NOT_TASKRUN_POD),
+        (lambda p, f: p["metadata"]["labels"].update({"app.kubernetes.io/component": "affinity-assistant"}),
+         Outcome.NOT_TASKRUN_POD),
+        (lambda p, f: p["metadata"]["labels"].update({names.LABEL_MANAGED_BY: names.APP}), Outcome.NOT_TASKRUN_POD),
+    ],
+    ids=["other-namespace", "opted-out", "tekton-assistant", "not-synced", "standalone-or-other",
+         "no-labels", "affinity-assistant-pod", "balloon-pod"],
+)
+def test_pods_left_alone(mutate: Any, outcome: Outcome, facts: StaticFacts) -> None:
+    pod = factories.taskrun_pod()
+    mutate(pod, facts)
+    review = factories.admission_review(pod)
+    review["request"]["namespace"] = pod["metadata"]["namespace"]
+    decision = admission.decide(review["request"], facts)
+    assert decision.outcome is outcome
+    assert decision.patch == ()
+
+
+def test_standalone_taskrun_pod_is_untouched(facts: StaticFacts) -> None:
+    pod = factories.taskrun_pod()
+    for key in ("tekton.dev/pipelineRun", "tekton.dev/pipelineRunUID", "tekton.dev/pipelineTask"):
+        pod["metadata"]["labels"].pop(key)
+    assert decide(pod, facts).outcome is Outcome.NOT_TASKRUN_POD
+
+
+def test_reinvoked_webhook_adds_no_second_term(facts: StaticFacts) -> None:
+    pod = factories.taskrun_pod()
+    first = decide(pod, facts)
+    patched = jsonpatch.apply_patch(pod, list(first.patch))
+    second = decide(patched, facts)
+    assert second.outcome is Outcome.ALREADY and second.patch == ()
+
+
+@pytest.mark.parametrize("operation", ["UPDATE", "DELETE", "CONNECT"])
+def test_only_create_is_mutated(operation: str, facts: StaticFacts) -> None:
+    assert decide(factories.taskrun_pod(), facts, operation=operation).outcome is Outcome.NOT_POD_CREATE
+
+
+def test_wrong_kind_is_allowed_unpatched(facts: StaticFacts) -> None:
+    assert decide(factories.taskrun_pod(), facts, kind="Deployment", group="apps").outcome is Outcome.NOT_POD_CREATE
+
+
+def test_response_is_admission_review_v1_with_base64_jsonpatch(facts: StaticFacts) -> None:
+    decision = decide(factories.taskrun_pod(), facts)
+    answer = admission.response("req-1", decision)
+    assert answer["apiVersion"] == "admission.k8s.io/v1" and answer["kind"] == "AdmissionReview"
+    assert answer["response"]["uid"] == "req-1" and answer["response"]["allowed"] is True
+    assert answer["response"]["patchType"] == "JSONPatch"
+    assert json.loads(base64.b64decode(answer["response"]["patch"])) == list(decision.patch)
+    unpatched = admission.response("req-2", admission.Decision(Outcome.NOT_TASKRUN_POD))
+    assert unpatched["response"] == {"uid": "req-2", "allowed": True}
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"{not json", "not JSON"),
+        (b"\xff\xfe", "not JSON"),
+        (b"[]", "not a JSON object"),
+        (json.dumps({"kind": "Pod"}).encode(), "kind is 'Pod'"),
+        (json.dumps({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1beta1"}).encode(), "apiVersion"),
+        (json.dumps({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1"}).encode(), "request is missing"),
+        (json.dumps({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": {}}).encode(),
+         "request.uid"),
+    ],
+)
+def test_malformed_reviews_are_named(body: bytes, message: str) -> None:
+    with pytest.raises(admission.MalformedReview, match=message):
+        admission.parse(body)
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [None, "pod", [], {"metadata": "x"}, {"metadata": {"labels": ["a"]}}, {"spec": None, "metadata": {}}],
+)
+def test_garbage_objects_are_allowed_unpatched(obj: Any, facts: StaticFacts) -> None:
+    review = factories.admission_review({"metadata": {"namespace": "team-a"}})
+    review["request"]["object"] = obj
+    decision = admission.decide(review["request"], facts)
+    assert decision.patch == ()
+
+
+def test_pod_with_spec_garbage_but_valid_labels_still_answers(facts: StaticFacts) -> None:
+    pod = factories.taskrun_pod()
+    pod["spec"] = {"affinity": "not-an-object"}
+    decision = decide(pod, facts)
+    assert decision.outcome is Outcome.PATCHED
+    assert decision.patch[0]["path"] == "/spec/affinity"

@@ -1,0 +1,145 @@
+"""The operator's orchestration against an in-memory API (a stand-in: the real evidence is the
+e2e suite). Here: races and replays that are hard to time on a real cluster."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from controller.core import balloon, names, policy
+from controller.kube.clusterview import Facts
+from controller.metrics import Metrics
+from controller.operator.runs import Operator
+from controller.settings import Settings
+from tests import factories
+
+
+class MemoryKube:
+    def __init__(self) -> None:
+        self.runs: dict[str, dict[str, Any]] = {}
+        self.statefulsets: dict[str, dict[str, Any]] = {}
+        self.deleted: list[str] = []
+        self.on_list_runs: list[Any] = []
+
+    def list_pipelineruns(self) -> list[dict[str, Any]]:
+        listed = [copy.deepcopy(r) for r in self.runs.values()]
+        for hook in self.on_list_runs:  # what happens while the answer travels back
+            hook()
+        return listed
+
+    def get_pipelinerun(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return copy.deepcopy(self.runs.get(name))
+
+    def list_balloons(self) -> list[dict[str, Any]]:
+        return [copy.deepcopy(s) for s in self.statefulsets.values()]
+
+    def get_statefulset(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return copy.deepcopy(self.statefulsets.get(name))
+
+    def create_statefulset(self, manifest: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        name = manifest["metadata"]["name"]
+        if name in self.statefulsets:
+            return self.statefulsets[name], False
+        self.statefulsets[name] = {
+            **copy.deepcopy(manifest),
+            "metadata": {
+                **manifest["metadata"],
+                "uid": f"sts-{name}",
+                "creationTimestamp": "2026-11-22T03:00:00Z",
+            },
+        }
+        return self.statefulsets[name], True
+
+    def delete_statefulset(self, namespace: str, name: str, uid: str | None = None) -> bool:
+        self.deleted.append(name)
+        return self.statefulsets.pop(name, None) is not None
+
+    def list_pvcs(self, namespace: str) -> list[dict[str, Any]]:
+        return []
+
+    def list_balloon_pods(self, namespace: str, run_uid: str) -> list[dict[str, Any]]:
+        return [{"spec": {"nodeName": "node-1"}}]
+
+    def post_event(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+class StaticView:
+    def __init__(self) -> None:
+        self.facts = Facts(
+            synced=True,
+            enabled_namespaces=frozenset({"team-a"}),
+            assistant_on=False,
+            defaults=policy.PolicyResolution(Settings().default_policy()),
+        )
+
+    def subscribe(self, listener: Any) -> None:
+        pass
+
+
+def make() -> tuple[Operator, MemoryKube]:
+    kube = MemoryKube()
+    return Operator(Settings(), kube, StaticView(), Metrics()), kube  # type: ignore[arg-type]
+
+
+def test_a_run_created_during_a_resync_keeps_its_new_balloon() -> None:
+    operator, kube = make()
+
+    def run_and_balloon_appear() -> None:  # what the event handler does meanwhile
+        body = factories.pipelinerun(name="late", uid="late-uid")
+        kube.runs["late"] = body
+        operator.reconcile_run(body)
+
+    kube.on_list_runs.append(run_and_balloon_appear)
+    operator.resync()
+    assert balloon.balloon_name("late-uid") in kube.statefulsets
+    assert kube.deleted == []
+
+
+def test_resync_deletes_orphans_and_balloons_of_finished_runs_only() -> None:
+    operator, kube = make()
+    live = factories.pipelinerun(name="live", uid="live-uid")
+    done = factories.pipelinerun(name="done", uid="done-uid")
+    for body in (live, done):
+        kube.runs[body["metadata"]["name"]] = body
+        operator.reconcile_run(body)
+    orphan = copy.deepcopy(kube.statefulsets[balloon.balloon_name("live-uid")])
+    orphan["metadata"]["name"] = "coschedule-gone"
+    orphan["metadata"]["labels"][names.LABEL_RUN_UID] = "gone-uid"
+    kube.statefulsets["coschedule-gone"] = orphan
+    kube.runs["done"]["status"]["conditions"][0]["status"] = "True"
+    operator.resync()
+    assert set(kube.statefulsets) == {balloon.balloon_name("live-uid")}
+
+
+def test_replayed_events_create_one_balloon() -> None:
+    operator, kube = make()
+    body = factories.pipelinerun()
+    kube.runs[body["metadata"]["name"]] = body
+    for _ in range(5):
+        operator.reconcile_run(body)
+    assert len(kube.statefulsets) == 1
+
+
+def test_a_stale_view_of_a_finished_run_makes_no_balloon() -> None:
+    """Seen with 50 runs at once: a resync's list said 'running' after the run had finished
+    and its balloon was deleted; the balloon came back on another node."""
+    operator, kube = make()
+    stale = factories.pipelinerun(name="done")
+    kube.runs["done"] = factories.pipelinerun(name="done", succeeded="True")
+    decision = operator.reconcile_run(stale)
+    assert kube.statefulsets == {}
+    assert decision.why == "run no longer live"
+
+
+def test_a_deleted_run_gets_no_balloon_from_an_old_event() -> None:
+    operator, kube = make()
+    operator.reconcile_run(factories.pipelinerun(name="gone"))
+    assert kube.statefulsets == {}
+
+
+def test_a_run_recreated_under_the_same_name_is_not_the_old_one() -> None:
+    operator, kube = make()
+    kube.runs["build"] = factories.pipelinerun(name="build", uid="new-uid")
+    operator.reconcile_run(factories.pipelinerun(name="build", uid="old-uid"))
+    assert kube.statefulsets == {}
