@@ -19,6 +19,7 @@ venv: $(BIN)/.installed
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 unit: venv
 	$(BIN)/pytest tests -p no:cacheprovider $(PYTEST_FLAGS)

@@ -5,12 +5,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-import kubernetes
-from kubernetes.client.exceptions import ApiException
-
-from controller.kube.client import access
 from controller.core import names, tekton
-from controller.kube.client import Kube, load_client_config
+from controller.kube import access
+from controller.kube.client import ApiError, Kube, load_client_config
 from controller.kube.leadership import default_namespace
 from controller.settings import Settings
 
@@ -25,72 +22,51 @@ def check(settings: Settings, out: Callable[[str], None] = print) -> int:
 
     try:
         kube = Kube(load_client_config(), timeout=10)
-        version = kubernetes.client.VersionApi(kube.api).get_code(_request_timeout=10)
-        say(OK, "cluster", f"reachable, Kubernetes {version.git_version}")
+        say(OK, "cluster", f"reachable, Kubernetes {kube.server_version()}")
     except Exception as exc:
         say(FAIL, "cluster", f"not reachable: {_short(exc)}")
         return _verdict(results, out)
 
-    ext = kubernetes.client.ApiextensionsV1Api(kube.api)
-    for crd, needed in (
-        ("pipelineruns.tekton.dev", True),
-        (f"{names.POLICY_PLURAL}.{names.POLICY_GROUP}", True),
-    ):
+    for crd in ("pipelineruns.tekton.dev", f"{names.POLICY_PLURAL}.{names.POLICY_GROUP}"):
         try:
-            obj = ext.read_custom_resource_definition(crd, _request_timeout=10)
-            served = [v.name for v in obj.spec.versions if v.served]
+            served = kube.crd_served_versions(crd)
+        except ApiError as exc:
+            say(FAIL, f"crd {crd}", _short(exc))
+            continue
+        if served is None:
+            say(FAIL, f"crd {crd}", "not installed")
+        else:
             say(OK, f"crd {crd}", "served versions " + ", ".join(served))
-        except ApiException as exc:
-            say(
-                FAIL if needed else WARN,
-                f"crd {crd}",
-                "not installed" if exc.status == 404 else _short(exc),
-            )
 
+    flags_at = f"{settings.tekton_namespace}/{tekton.FEATURE_FLAGS_CONFIGMAP}"
     try:
-        cm = kube.core.read_namespaced_config_map(
-            tekton.FEATURE_FLAGS_CONFIGMAP, settings.tekton_namespace, _request_timeout=10
-        )
-        if tekton.assistant_enabled(cm.data):
+        flags = kube.configmap_data(settings.tekton_namespace, tekton.FEATURE_FLAGS_CONFIGMAP)
+    except ApiError as exc:
+        say(FAIL, "tekton feature-flags", f"{flags_at}: {_short(exc)}")
+    else:
+        if flags is None:
+            say(FAIL, "tekton feature-flags", f"{flags_at}: 404 Not Found")
+        elif tekton.assistant_enabled(flags):
             level = WARN if settings.ignore_tekton_assistant else FAIL
             say(
                 level,
                 "tekton affinity assistant",
-                f"on (coschedule={(cm.data or {}).get('coschedule', '(default)')}); set "
-                f"coschedule: disabled in {settings.tekton_namespace}/feature-flags",
+                f"on (coschedule={flags.get('coschedule', '(default)')}); set "
+                f"coschedule: disabled in {flags_at}",
             )
         else:
             say(OK, "tekton affinity assistant", "off (coschedule: disabled)")
-    except ApiException as exc:
-        say(
-            FAIL,
-            "tekton feature-flags",
-            f"{settings.tekton_namespace}/feature-flags: {_short(exc)}",
-        )
 
-    authz = kubernetes.client.AuthorizationV1Api(kube.api)
     for need in access.REQUIRED:
         resource, _, sub = need.resource.partition("/")
+        namespace = {
+            "tekton": settings.tekton_namespace,
+            "own": settings.leader_election_namespace or default_namespace(),
+        }.get(need.scope)
         for verb in need.verbs:
-            namespace = {
-                "tekton": settings.tekton_namespace,
-                "own": settings.leader_election_namespace or default_namespace(),
-            }.get(need.scope)
-            review = kubernetes.client.V1SelfSubjectAccessReview(
-                spec=kubernetes.client.V1SelfSubjectAccessReviewSpec(
-                    resource_attributes=kubernetes.client.V1ResourceAttributes(
-                        group=need.group,
-                        resource=resource,
-                        subresource=sub or None,
-                        verb=verb,
-                        namespace=namespace,
-                    )
-                )
-            )
             try:
-                answer = authz.create_self_subject_access_review(review, _request_timeout=10)
-                allowed = bool(answer.status and answer.status.allowed)
-            except ApiException as exc:
+                allowed = kube.can_i(need.group, resource, verb, namespace, sub)
+            except ApiError as exc:
                 say(WARN, f"rbac {verb} {need.resource}", f"cannot ask: {_short(exc)}")
                 continue
             if not allowed:
@@ -105,7 +81,7 @@ def check(settings: Settings, out: Callable[[str], None] = print) -> int:
 
 
 def _short(exc: BaseException) -> str:
-    if isinstance(exc, ApiException):
+    if isinstance(exc, ApiError):
         return f"{exc.status} {exc.reason}"
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return text[:200]
