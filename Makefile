@@ -48,7 +48,7 @@ test: lint unit e2e package
 # The main job: a local control plane, the operator, a fan-out/fan-in PipelineRun, a verdict.
 demo: venv
 	bash e2e/build.sh etcd kubernetes kwok tekton helm
-	$(BIN)/python -m e2e.demo
+	$(BIN)/python -m e2e.tools.demo
 
 bench: venv
 	bash e2e/build.sh etcd kubernetes kwok

@@ -21,9 +21,9 @@ from pathlib import Path
 from kubernetes import client, watch
 
 from bench.admission import rss_mib
-from e2e.cluster import LocalCluster
-from e2e.cluster import tekton as tekton_cluster
-from e2e.coscheduler import Coscheduler, install_crds
+from e2e.harness.cluster import LocalCluster
+from e2e.harness.cluster import tekton as tekton_cluster
+from e2e.harness.coscheduler import Coscheduler, install_crds
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 

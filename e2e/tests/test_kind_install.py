@@ -16,10 +16,10 @@ import pytest
 from kubernetes import client
 
 from controller.core import names
-from e2e import chart
-from e2e.cluster import Backend, ClusterHandle, KindCluster
-from e2e.cluster import tekton as tekton_cluster
-from e2e.scenario import Scenario
+from e2e.harness import chart
+from e2e.harness.cluster import Backend, ClusterHandle, KindCluster
+from e2e.harness.cluster import tekton as tekton_cluster
+from e2e.harness.scenario import Scenario
 
 pytestmark = pytest.mark.e2e
 

@@ -8,7 +8,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-VERSIONS_FILE = Path(__file__).resolve().parent.parent / "versions.env"
+VERSIONS_FILE = Path(__file__).resolve().parents[2] / "versions.env"
 BUILD_SCRIPT = VERSIONS_FILE.parent / "build.sh"
 
 

@@ -9,7 +9,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from e2e.cluster import ClusterHandle, as_dict, node_schedulable
+from e2e.harness.cluster import ClusterHandle, as_dict, node_schedulable
 
 pytestmark = pytest.mark.e2e
 

@@ -13,10 +13,10 @@ import pytest
 from kubernetes import client
 
 from controller.core import names
-from e2e.cluster import ClusterHandle
-from e2e.cluster import tekton as tekton_cluster
-from e2e.coscheduler import Coscheduler
-from e2e.scenario import Scenario
+from e2e.harness.cluster import ClusterHandle
+from e2e.harness.cluster import tekton as tekton_cluster
+from e2e.harness.coscheduler import Coscheduler
+from e2e.harness.scenario import Scenario
 
 pytestmark = pytest.mark.e2e
 

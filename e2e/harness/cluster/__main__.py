@@ -1,6 +1,6 @@
 """Runs a local cluster until interrupted, e.g. for the demo or for poking at it by hand.
 
-.venv/bin/python -m e2e.cluster [--nodes 3] [--tekton]
+.venv/bin/python -m e2e.harness.cluster [--nodes 3] [--tekton]
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from .local import LocalCluster
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m e2e.cluster", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m e2e.harness.cluster", description=__doc__)
     parser.add_argument("--nodes", type=int, default=3, help="fake kwok nodes to add")
     parser.add_argument("--tekton", action="store_true", help="also run Tekton Pipelines")
     args = parser.parse_args()

@@ -18,7 +18,7 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from controller.core import names
-from e2e.cluster import ClusterHandle, node_schedulable
+from e2e.harness.cluster import ClusterHandle, node_schedulable
 
 TEKTON = ("tekton.dev", "v1")
 RUN_SECONDS = "e2e.tekton-coscheduler.dev/run-seconds"

@@ -5,14 +5,12 @@ webhook is left out: it only validates and defaults cert-manager's resources."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import crds
+from .api import ClusterApi
 from .processes import ManagedProcess, free_port
 from .versions import find_binary, read_versions
-
-if TYPE_CHECKING:
-    from .handle import ClusterHandle
 
 MODULE = "github.com/cert-manager/cert-manager"
 GROUP, VERSION = "cert-manager.io", "v1"
@@ -29,7 +27,7 @@ def crd_documents() -> list[dict[str, Any]]:
     return out
 
 
-def processes(cluster: ClusterHandle, logs_dir: Path) -> list[ManagedProcess]:
+def processes(cluster: ClusterApi, logs_dir: Path) -> list[ManagedProcess]:
     """The controller and the cainjector, unstarted; binaries are looked up first."""
     kubeconfig = f"--kubeconfig={cluster.kubeconfig}"
     controller = [

@@ -10,14 +10,13 @@ import subprocess
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-if TYPE_CHECKING:
-    from .handle import ClusterHandle
+from .api import ClusterApi
 
 
 @functools.cache
@@ -42,7 +41,7 @@ def documents(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
 
-def apply(cluster: ClusterHandle, crds: Iterable[dict[str, Any]], timeout: float = 60) -> None:
+def apply(cluster: ClusterApi, crds: Iterable[dict[str, Any]], timeout: float = 60) -> None:
     """Creates or replaces each CRD and waits until all are Established."""
     with cluster.api_client() as api:
         ext = client.ApiextensionsV1Api(api)

@@ -1,4 +1,4 @@
-"""Fixtures for tests against a real control plane (see e2e/cluster and e2e/build.sh).
+"""Fixtures for tests against a real control plane (see e2e/harness/cluster and e2e/build.sh).
 
 .venv/bin/pytest e2e -p no:cacheprovider [--backend local|existing|kind]
 """
@@ -12,11 +12,11 @@ from collections.abc import Iterator
 import pytest
 
 from controller.core import names
-from e2e import chart
-from e2e.cluster import Backend, BinaryNotFound, ClusterHandle, open_cluster
-from e2e.cluster import tekton as tekton_cluster
-from e2e.coscheduler import Coscheduler
-from e2e.scenario import Scenario
+from e2e.harness import chart
+from e2e.harness.cluster import Backend, BinaryNotFound, ClusterHandle, open_cluster
+from e2e.harness.cluster import tekton as tekton_cluster
+from e2e.harness.coscheduler import Coscheduler
+from e2e.harness.scenario import Scenario
 
 _CLUSTER_KEY = pytest.StashKey[ClusterHandle]()
 
@@ -96,7 +96,7 @@ def coscheduler(cluster: ClusterHandle, nodes: list[str]) -> Iterator[Coschedule
     running on the host with the chart's ServiceAccount identity."""
     if cluster.backend == Backend.KIND:
         # kind's API server lives in a container: it cannot call a webhook on this host's
-        # loopback. On kind the chart runs in the cluster instead: e2e/test_kind_install.py.
+        # loopback. On kind the chart runs in the cluster instead: e2e/tests/test_kind_install.py.
         pytest.skip("operator scenarios run on the local or an existing on-host control plane")
     tekton_cluster.install(cluster, None)  # Tekton's CRDs and ConfigMaps (coschedule: disabled)
     operator = Coscheduler(cluster, env_overrides={"POD_NAMESPACE": chart.NAMESPACE})

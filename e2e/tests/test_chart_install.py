@@ -17,10 +17,10 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from controller.core import names
-from e2e import chart
-from e2e.cluster import ClusterHandle
-from e2e.coscheduler import Coscheduler
-from e2e.scenario import Scenario
+from e2e.harness import chart
+from e2e.harness.cluster import ClusterHandle
+from e2e.harness.coscheduler import Coscheduler
+from e2e.harness.scenario import Scenario
 
 pytestmark = pytest.mark.e2e
 

@@ -1,10 +1,10 @@
 """Ours vs Tekton's affinity assistant vs no coscheduling, on the fan-out/fan-in pipeline.
 
-python -m e2e.compare [--runs 20] [--nodes 4] [--volumes zonal|node] [--block 5] [--csv FILE]
+python -m e2e.tools.compare [--runs 20] [--nodes 4] [--volumes zonal|node] [--block 5] [--csv FILE]
                       [--modes tekton-coscheduler tekton-assistant none]
 
 Starts one local control plane (kwok nodes, the real Tekton controller) and runs the pipeline
-of e2e/tekton_runs.py (fetch -> build-a|build-b|build-c -> publish, one volumeClaimTemplate
+of e2e/harness/tekton_runs.py (fetch -> build-a|build-b|build-c -> publish, one volumeClaimTemplate
 workspace) --runs times in each of three modes:
 
   tekton-coscheduler  our operator and webhook on, Tekton's `coschedule: disabled`
@@ -46,10 +46,10 @@ from typing import Any
 from kubernetes import client
 
 from controller.core import names
-from e2e import tekton_runs as tr
-from e2e.cluster import ClusterHandle, LocalCluster
-from e2e.cluster import tekton as tekton_cluster
-from e2e.coscheduler import Coscheduler, install_crds
+from e2e.harness import tekton_runs as tr
+from e2e.harness.cluster import ClusterHandle, LocalCluster
+from e2e.harness.cluster import tekton as tekton_cluster
+from e2e.harness.coscheduler import Coscheduler, install_crds
 
 ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
@@ -316,7 +316,7 @@ def local_cluster(nodes: int) -> Iterator[tuple[LocalCluster, list[str]]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m e2e.compare", description=__doc__.splitlines()[0]
+        prog="python -m e2e.tools.compare", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--runs", type=int, default=20, help="counted runs per mode")
     parser.add_argument("--nodes", type=int, default=4, help="kwok nodes, in two zones")

@@ -29,9 +29,9 @@ from urllib.parse import urlsplit
 import yaml
 from kubernetes import client
 
-from e2e.cluster import ClusterHandle, find_binary
+from e2e.harness.cluster import ClusterHandle, find_binary
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "tekton-coscheduler"
 RELEASE = "tcs"
 NAMESPACE = "tekton-coscheduler"

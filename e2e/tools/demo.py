@@ -1,6 +1,6 @@
 """The main job: a fan-out/fan-in PipelineRun with a shared workspace, co-located.
 
-python -m e2e.demo [--nodes 4] [--keep]
+python -m e2e.tools.demo [--nodes 4] [--keep]
 
 Starts a throwaway local control plane (etcd, kube-apiserver, kube-controller-manager,
 kube-scheduler, kwok nodes, the Tekton Pipelines controller), installs tekton-coscheduler with
@@ -23,9 +23,9 @@ from typing import Any
 from kubernetes import client
 
 from controller.core import names
-from e2e import chart
-from e2e.cluster import ClusterHandle, LocalCluster
-from e2e.coscheduler import Coscheduler
+from e2e.harness import chart
+from e2e.harness.cluster import ClusterHandle, LocalCluster
+from e2e.harness.coscheduler import Coscheduler
 
 NAMESPACE = "demo"
 STEP = {

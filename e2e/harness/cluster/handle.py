@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import functools
 import itertools
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from . import cert_manager, crds, tekton
+from .api import ClusterApi
 from .processes import ManagedProcess, free_port, http_ok, tail, wait_until
 from .versions import find_binary
 
@@ -24,7 +24,7 @@ LOCAL_STORAGE_CLASS = "local-wffc"
 STAGES_DIR = Path(__file__).resolve().parent / "stages"
 
 
-class ClusterHandle:
+class ClusterHandle(ClusterApi):
     """Base of every backend. Subclasses set kubeconfig and server in start().
 
     Local helper processes (kwok, the Tekton controller) work against any cluster, so they are
@@ -34,8 +34,8 @@ class ClusterHandle:
     start_timeout = 90.0
 
     def __init__(self, logs_dir: Path) -> None:
+        super().__init__()
         self.logs_dir = logs_dir
-        self.kubeconfig: Path = Path()
         self.server: str = ""
         self.ca_path: Path | None = None
         self.processes: list[ManagedProcess] = []
@@ -78,7 +78,7 @@ class ClusterHandle:
         return proc
 
     def start_kwok(self) -> None:
-        """kwok, the fake kubelets, with the Stages in e2e/cluster/stages; idempotent."""
+        """kwok, the fake kubelets, with the Stages in e2e/harness/cluster/stages; idempotent."""
         if self._kwok_started:
             return
         # One file with every Stage: kwok reads multi-document configs.
@@ -138,14 +138,6 @@ class ClusterHandle:
         self._cert_manager_started = True
 
     # API ---------------------------------------------------------------------------------
-    def api_client(self) -> client.ApiClient:
-        """A new client authenticated as cluster admin; close it (or use `with`) when done."""
-        cfg = client.Configuration()
-        config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=str(self.kubeconfig), client_configuration=cfg
-        )
-        return client.ApiClient(cfg)
-
     @contextmanager
     def _core(self) -> Iterator[client.CoreV1Api]:
         with self.api_client() as api:
@@ -165,30 +157,6 @@ class ClusterHandle:
         print(self.log_tails(lines))
 
     # helpers -----------------------------------------------------------------------------
-    def wait_for(
-        self,
-        predicate: Callable[[], T],
-        timeout: float = 60.0,
-        what: str = "condition",
-        interval: float = 0.5,
-    ) -> T:
-        """Polls predicate() until it returns something truthy, and returns that."""
-        deadline = time.monotonic() + timeout
-        last_error: ApiException | None = None
-        while True:
-            try:
-                result = predicate()
-                if result:
-                    return result
-            except ApiException as e:  # e.g. 404 until the object exists
-                last_error = e
-            if time.monotonic() >= deadline:
-                detail = ""
-                if last_error is not None:
-                    detail = f" (last API error: {last_error.status} {last_error.reason})"
-                raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}{detail}")
-            time.sleep(interval)
-
     def create_namespace(self, name: str, labels: Mapping[str, str] | None = None) -> str:
         with self._core() as core:
             body = client.V1Namespace(

@@ -28,10 +28,10 @@ import pytest
 import trustme
 from kubernetes import client
 
-from e2e import chart
-from e2e.cluster import BinaryNotFound, ClusterHandle, cert_manager
-from e2e.coscheduler import Coscheduler, project_secret
-from e2e.scenario import Scenario
+from e2e.harness import chart
+from e2e.harness.cluster import BinaryNotFound, ClusterHandle, cert_manager
+from e2e.harness.coscheduler import Coscheduler, project_secret
+from e2e.harness.scenario import Scenario
 
 pytestmark = pytest.mark.e2e
 

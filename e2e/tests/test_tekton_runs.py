@@ -1,6 +1,6 @@
 """Real PipelineRuns through the real Tekton controller, our webhook and the real scheduler.
 
-Tekton makes the TaskRuns, PVCs and pods; kwok plays the kubelet (e2e/cluster/stages:
+Tekton makes the TaskRuns, PVCs and pods; kwok plays the kubelet (e2e/harness/cluster/stages:
 pod-complete-taskrun ends a pod with the exit-code annotation after run-seconds). Each test
 checks that every TaskRun pod of the run was bound to the node of the run's balloon (where its
 first balloon pod was bound, as our Anchored Event names it too), that the run ends as it
@@ -20,11 +20,11 @@ import pytest
 from kubernetes import client
 
 from controller.core import affinity, names
-from e2e import tekton_runs as tr
-from e2e.cluster import ClusterHandle
-from e2e.coscheduler import Coscheduler
-from e2e.scenario import Scenario, user_affinity
-from e2e.tekton_runs import FAN_OUT, FETCH, PUBLISH, PodRecorder, PodSeen
+from e2e.harness import tekton_runs as tr
+from e2e.harness.cluster import ClusterHandle
+from e2e.harness.coscheduler import Coscheduler
+from e2e.harness.scenario import Scenario, user_affinity
+from e2e.harness.tekton_runs import FAN_OUT, FETCH, PUBLISH, PodRecorder, PodSeen
 
 pytestmark = pytest.mark.e2e
 

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 import pytest
 
 from controller.core import names
-from e2e.cluster import ClusterHandle
-from e2e.coscheduler import Coscheduler
-from e2e.scenario import Scenario, user_affinity
+from e2e.harness.cluster import ClusterHandle
+from e2e.harness.coscheduler import Coscheduler
+from e2e.harness.scenario import Scenario, user_affinity
 
 pytestmark = pytest.mark.e2e
 

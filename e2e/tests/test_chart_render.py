@@ -15,7 +15,7 @@ import yaml
 from controller.faces import webhook
 from controller.kube import access
 from controller.settings import ENV_PREFIX, Settings
-from e2e import chart
+from e2e.harness import chart
 
 BUILTIN = {"v1", "apps/v1", "rbac.authorization.k8s.io/v1", "policy/v1",
            "admissionregistration.k8s.io/v1", "apiextensions.k8s.io/v1"}

@@ -19,10 +19,10 @@ from kubernetes.client.exceptions import ApiException
 
 from controller.core import names
 from controller.faces import webhook
-from e2e.cluster import ClusterHandle, crds
-from e2e.cluster.processes import ManagedProcess, free_port, http_ok, wait_until
+from e2e.harness.cluster import ClusterHandle, crds
+from e2e.harness.cluster.processes import ManagedProcess, free_port, http_ok, wait_until
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 WEBHOOK_NAME = "tekton-coscheduler-e2e"
 
 

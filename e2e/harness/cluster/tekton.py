@@ -7,17 +7,15 @@ import os
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from . import crds as crds_
+from .api import ClusterApi
 from .processes import ManagedProcess, free_port, http_ok, wait_until
 from .versions import find_binary, read_versions
-
-if TYPE_CHECKING:
-    from .handle import ClusterHandle
 
 NAMESPACE = "tekton-pipelines"
 FEATURE_FLAGS = "feature-flags"
@@ -81,7 +79,7 @@ def _create_or_replace_cm(core: client.CoreV1Api, cm: Any) -> None:
         core.replace_namespaced_config_map(cm["metadata"]["name"], NAMESPACE, cm)
 
 
-def deployed_in_cluster(cluster: ClusterHandle) -> bool:
+def deployed_in_cluster(cluster: ClusterApi) -> bool:
     """True where Tekton runs as a Deployment (kind, a real cluster), not as our local process."""
     with cluster.api_client() as api:
         try:
@@ -95,7 +93,7 @@ def deployed_in_cluster(cluster: ClusterHandle) -> bool:
     return True
 
 
-def configure(cluster: ClusterHandle, feature_flags: Mapping[str, str] | None) -> None:
+def configure(cluster: ClusterApi, feature_flags: Mapping[str, str] | None) -> None:
     """(Re)writes Tekton's ConfigMaps; the running controller picks the change up by watch."""
     with cluster.api_client() as api:
         core = client.CoreV1Api(api)
@@ -103,7 +101,7 @@ def configure(cluster: ClusterHandle, feature_flags: Mapping[str, str] | None) -
             _create_or_replace_cm(core, cm)
 
 
-def install(cluster: ClusterHandle, feature_flags: Mapping[str, str] | None) -> None:
+def install(cluster: ClusterApi, feature_flags: Mapping[str, str] | None) -> None:
     crds_.apply(cluster, crds())
     with cluster.api_client() as api:
         core = client.CoreV1Api(api)
@@ -115,7 +113,7 @@ def install(cluster: ClusterHandle, feature_flags: Mapping[str, str] | None) -> 
     configure(cluster, feature_flags)
 
 
-def controller_process(cluster: ClusterHandle, logs_dir: Path) -> tuple[ManagedProcess, int]:
+def controller_process(cluster: ClusterApi, logs_dir: Path) -> tuple[ManagedProcess, int]:
     """The controller as its config/controller.yaml runs it, pointed at the cluster's kubeconfig."""
     probes_port = free_port()
     argv = [
@@ -145,7 +143,7 @@ def controller_process(cluster: ClusterHandle, logs_dir: Path) -> tuple[ManagedP
 
 
 def wait_ready(
-    cluster: ClusterHandle, proc: ManagedProcess, probes_port: int, timeout: float = 120
+    cluster: ClusterApi, proc: ManagedProcess, probes_port: int, timeout: float = 120
 ) -> None:
     """Probes answer first; a TaskRun that gets reconciled shows the informers and RBAC work."""
     wait_until(

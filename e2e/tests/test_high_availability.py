@@ -10,9 +10,9 @@ import urllib.request
 import pytest
 
 from controller.faces import webhook
-from e2e.cluster import ClusterHandle
-from e2e.coscheduler import Coscheduler
-from e2e.scenario import Scenario
+from e2e.harness.cluster import ClusterHandle
+from e2e.harness.coscheduler import Coscheduler
+from e2e.harness.scenario import Scenario
 from tests import factories
 
 pytestmark = pytest.mark.e2e

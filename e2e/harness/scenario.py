@@ -11,7 +11,7 @@ from typing import Any
 from kubernetes import client
 
 from controller.core import names
-from e2e.cluster import ClusterHandle
+from e2e.harness.cluster import ClusterHandle
 from tests import factories
 
 TEKTON = ("tekton.dev", "v1")

@@ -1,0 +1,56 @@
+"""What the parts of the harness need of a cluster: an admin client and patience.
+
+The handle (handle.py) composes the parts (Tekton, CRDs, cert-manager); the parts take a
+ClusterApi, never the handle, so that nothing imports its way back up.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+T = TypeVar("T")
+
+
+class ClusterApi:
+    """A cluster reached through a kubeconfig file (set once the cluster runs)."""
+
+    def __init__(self) -> None:
+        self.kubeconfig: Path = Path()
+
+    def api_client(self) -> client.ApiClient:
+        """A new client authenticated as cluster admin; close it (or use `with`) when done."""
+        cfg = client.Configuration()
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=str(self.kubeconfig), client_configuration=cfg
+        )
+        return client.ApiClient(cfg)
+
+    def wait_for(
+        self,
+        predicate: Callable[[], T],
+        timeout: float = 60.0,
+        what: str = "condition",
+        interval: float = 0.5,
+    ) -> T:
+        """Polls predicate() until it returns something truthy, and returns that."""
+        deadline = time.monotonic() + timeout
+        last_error: ApiException | None = None
+        while True:
+            try:
+                result = predicate()
+                if result:
+                    return result
+            except ApiException as e:  # e.g. 404 until the object exists
+                last_error = e
+            if time.monotonic() >= deadline:
+                detail = ""
+                if last_error is not None:
+                    detail = f" (last API error: {last_error.status} {last_error.reason})"
+                raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}{detail}")
+            time.sleep(interval)
