@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_FLAGS ?=
 
-.PHONY: venv lint unit binaries e2e package test demo bench clean
+.PHONY: venv lint unit binaries e2e package test demo bench fuzz clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,11 @@ bench: venv
 	bash e2e/build.sh etcd kubernetes kwok
 	$(BIN)/python -m bench.admission
 	$(BIN)/python -m bench.pod_churn
+
+# A million admission requests through the webhook's answer (tests/fuzz); not part of CI, which
+# runs a few thousand (tests/faces/test_admission_fuzz.py). About 6 minutes on two cores.
+fuzz: venv
+	$(BIN)/python -m tests.fuzz --requests 1000000
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -29,6 +29,7 @@ class Outcome(enum.StrEnum):
     TEKTON_ASSISTANT_ON = "tekton-assistant-on"
     NOT_SYNCED = "not-synced"
     INVALID_LABELS = "invalid-labels"
+    INVALID_OBJECT = "invalid-object"
     MALFORMED = "malformed"
 
 
@@ -94,7 +95,10 @@ def decide(request: Mapping[str, Any], facts: Facts) -> Decision:
     if run is None:
         return Decision(Outcome.NOT_TASKRUN_POD)
     namespace = request.get("namespace") or meta.get("namespace") or ""
-    spec = _mapping(obj.get("spec"))
+    if not isinstance(obj.get("spec"), dict):
+        # No patch can add to a spec that is not an object; the API server never sends one.
+        return Decision(Outcome.INVALID_OBJECT, run=run)
+    spec = obj["spec"]
     annotations = _mapping(meta.get("annotations"))
     if affinity.carries_our_term(spec):
         return Decision(Outcome.ALREADY, run=run)

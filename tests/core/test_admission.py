@@ -133,3 +133,13 @@ def test_pod_with_spec_garbage_but_valid_labels_still_answers(facts: StaticFacts
     decision = decide(pod, facts)
     assert decision.outcome is Outcome.PATCHED
     assert decision.patch[0]["path"] == "/spec/affinity"
+
+
+@pytest.mark.parametrize("spec", [None, "x", []])
+def test_pod_whose_spec_is_not_an_object_is_left_alone(spec: Any, facts: StaticFacts) -> None:
+    """Found by the fuzzer: a patch to /spec/affinity cannot apply where spec is not an object.
+    The API server never sends such a pod, but an answer must never carry a patch that fails."""
+    pod = factories.taskrun_pod()
+    pod["spec"] = spec
+    decision = decide(pod, facts)
+    assert decision.outcome is Outcome.INVALID_OBJECT and decision.patch == ()
