@@ -19,7 +19,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "Configured by COSCHEDULER_* environment variables (see README).",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("run", help="run the operator and the admission webhook")
+    sub.add_parser(
+        "run", help="serve the admission webhook and run the reconciler beside it (the default)"
+    )
+    sub.add_parser(
+        "reconcile", help="only the reconciler (leader election, watches); `run` starts it itself"
+    )
     sub.add_parser("check", help="validate settings and cluster prerequisites, print a verdict")
     sub.add_parser("version", help="print the version")
     args = parser.parse_args(argv)
@@ -37,10 +42,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return check(settings)
 
-    from controller.faces import app
     from controller.faces.logging import configure
 
     configure(settings.log_level, settings.log_format)
     with contextlib.suppress(KeyboardInterrupt):
+        if args.command == "reconcile":
+            from controller.faces import reconciler, supervise
+
+            supervise.die_with_parent()
+            return asyncio.run(reconciler.run(settings))
+        from controller.faces import app
+
         return asyncio.run(app.run(settings))
     return 130

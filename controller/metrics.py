@@ -53,6 +53,22 @@ class Metrics:
             "1 while Tekton's own affinity assistant is on (coschedule not 'disabled')",
             registry=r,
         )
+        self.reconciler_restarts = Counter(
+            f"{PREFIX}_reconciler_restarts",
+            "Reconciler processes that ended and were started again (3: the Lease was lost)",
+            ["exit_code"],
+            registry=r,
+        )
+        self.policy_bindings = Gauge(
+            f"{PREFIX}_admission_policy_bindings",
+            "Policy mode: MutatingAdmissionPolicyBindings in place (0 while standing aside)",
+            registry=r,
+        )
+        self.binding_problems = Counter(
+            f"{PREFIX}_admission_policy_binding_errors",
+            "Policy mode: failed attempts to put the bindings in place",
+            registry=r,
+        )
         self.policy_problems = Gauge(
             f"{PREFIX}_policy_problems",
             "CoschedulingPolicies that cannot be used as written",

@@ -44,8 +44,15 @@ class Settings(BaseSettings):
     topology_key: QualifiedName = "kubernetes.io/hostname"
     isolation: Isolation = Isolation.NONE
 
+    # webhook: our admission webhook adds the affinity term; policy: the chart's
+    # MutatingAdmissionPolicy does, and the operator keeps its bindings.
+    admission_mode: Literal["webhook", "policy"] = "webhook"
+    admission_policy_name: ObjectName = "tekton-coscheduler"
+    admission_policy_version: Literal["v1", "v1beta1"] = "v1"
+
     webhook_host: str = "0.0.0.0"
-    webhook_port: int = Field(default=9443, ge=1, le=65535)
+    # 0: no webhook server (policy mode).
+    webhook_port: int = Field(default=9443, ge=0, le=65535)
     webhook_cert_file: Path | None = None
     webhook_key_file: Path | None = None
     webhook_cert_check_interval: float = Field(default=10.0, gt=0)
@@ -65,6 +72,12 @@ class Settings(BaseSettings):
     leader_election_namespace: ObjectName | None = None  # default: the pod's own namespace
     lease_name: ObjectName = "tekton-coscheduler"
     lease_duration: int = Field(default=15, ge=5, le=300)
+
+    # The server process runs the reconciler as its child; false makes a webhook-only replica.
+    reconcile: bool = True
+    # On SIGTERM, keep answering admission requests this long (not ready meanwhile), so that
+    # endpoints drop the replica before it stops; the chart's termination grace is longer.
+    shutdown_drain_seconds: float = Field(default=10.0, ge=0, le=600)
 
     resync_interval: float = Field(default=30.0, gt=0)
     # A balloon without a bound pod for this long is reported on its PipelineRun.

@@ -29,7 +29,7 @@ def test_environment_overrides_with_json_for_structured_values(clean_env: pytest
     ("name", "value", "says"),
     [
         ("COSCHEDULER_ISOLATION", "sometimes", "'none', 'preferred' or 'required'"),
-        ("COSCHEDULER_WEBHOOK_PORT", "0", "greater than or equal to 1"),
+        ("COSCHEDULER_WEBHOOK_PORT", "-1", "greater than or equal to 0"),
         ("COSCHEDULER_TOPOLOGY_KEY", "not a key!", "not a valid label key"),
         ("COSCHEDULER_BALLOON_RESOURCES", '{"cpu": "lots"}', "not a Kubernetes quantity"),
         ("COSCHEDULER_BALLOON_NODE_SELECTOR", '{"pool": "has space"}', "not a valid label value"),

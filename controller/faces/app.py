@@ -1,161 +1,61 @@
-"""Wiring: settings in, the running process out (webhook, probes, metrics, operator)."""
+"""The server process: the admission webhook, probes and metrics, and the reconciler beside it.
+
+The reconciler (faces/reconciler.py) runs as a child process, so that the webhook's answers
+never wait behind the leader's work, and losing the Lease restarts the reconciler, never the
+webhook. On SIGTERM the server drains: it reports not ready, tells the reconciler to stop (it
+hands the Lease back), keeps answering for `shutdown_drain_seconds` (longer than endpoints take
+to drop it) with `Connection: close` so that clients reconnect to another replica, then stops.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
+import os
 import signal
-from collections.abc import AsyncIterator, Coroutine
-from typing import Any
+import sys
 
-import kopf
+import aiohttp
 import structlog
-from aiohttp import web
 
-from controller.core import names
-from controller.faces import kopf_handlers, probes, webhook
+from controller.faces import probes, supervise, webhook
 from controller.kube.client import Kube, load_client_config
-from controller.kube.clusterview import ClusterView, Facts
-from controller.kube.leadership import LeaderElector, default_namespace, identity
+from controller.kube.clusterview import ClusterView
 from controller.metrics import Metrics
-from controller.operator.runs import Operator
-from controller.settings import Settings
+from controller.settings import ENV_PREFIX, Settings
 
 log = structlog.get_logger(__name__)
 
 
-def kopf_settings(settings: Settings, pod_selector: str) -> kopf.OperatorSettings:
-    s = kopf.OperatorSettings()
-    s.watching.label_selectors["v1", "pods"] = pod_selector
-    # kopf keeps no state on Tekton's objects (only @kopf.on.event is used), but should any
-    # handler ever need it, it must be under our own domain, never kopf's defaults.
-    s.persistence.finalizer = f"{names.DOMAIN}/finalizer"
-    s.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=names.DOMAIN)
-    s.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=names.DOMAIN, key="last-handled-configuration"
-    )
-    s.posting.reporting_component = names.APP
-    s.posting.event_name_prefix = f"{names.APP}-"
-    s.posting.level = logging.WARNING
-    s.networking.request_timeout = settings.api_timeout
-    s.watching.client_timeout = 300
-    s.watching.server_timeout = 270
-    return s
-
-
-@contextlib.asynccontextmanager
-async def serving(
-    app: web.Application, host: str, port: int, **kwargs: object
-) -> AsyncIterator[None]:
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, host, port, **kwargs).start()  # type: ignore[arg-type]
-        yield
-    finally:
-        await runner.cleanup()
-
-
-async def synced(view: ClusterView) -> None:
-    while not view.facts.synced:
-        await asyncio.sleep(0.2)
-
-
-def warn_if_tekton_relabels(old: Facts, new: Facts) -> None:
-    if old.synced and old.tekton_managed_by != new.tekton_managed_by:
-        log.warning(
-            "Tekton's default-managed-by-label-value changed: a leading replica watches pods "
-            "with the new value only after a restart (misplaced pods go unnoticed until then)",
-            old=old.tekton_managed_by,
-            new=new.tekton_managed_by,
-        )
-
-
-async def resync_forever(operator: Operator, interval: float) -> None:
-    while True:
-        try:
-            await asyncio.to_thread(operator.resync)
-        except Exception:
-            log.exception("resync failed")
-        await asyncio.sleep(interval)
-
-
-async def first_of(wanted: Coroutine[Any, Any, None], other: Coroutine[Any, Any, Any]) -> bool:
-    """Runs both; True if `wanted` finished first. The other is cancelled."""
-    tasks = [asyncio.create_task(wanted), asyncio.create_task(other)]
-    done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    for task in pending:
-        task.cancel()
-    return tasks[0] in done
-
-
-async def reconcile_while_leading(
-    settings: Settings, kube: Kube, operator: Operator, view: ClusterView, stop: asyncio.Event
-) -> int:
-    """Waits for leadership, then runs kopf and the resync until told to stop or the lead is
-    lost. Returns the exit code: 1 when leadership was lost, as a fresh start is the safe way
-    back (the pod restarts; another replica leads meanwhile)."""
-    # Only a replica that knows the cluster may lead: the pod watch's selector depends on it.
-    if not await first_of(synced(view), stop.wait()):
-        return 0
-    pod_selector = kopf_handlers.pod_label_selector(view.facts.tekton_managed_by)
-    log.info("pods watched once leading", label_selector=pod_selector)
-    elector = None
-    if settings.leader_election:
-        elector = LeaderElector(
-            kube,
-            settings.leader_election_namespace or default_namespace(),
-            settings.lease_name,
-            identity(),
-            settings.lease_duration,
-        )
-        if not await first_of(elector.acquire(), stop.wait()):
-            return 0  # told to stop while still a candidate
-    resync = asyncio.create_task(resync_forever(operator, settings.resync_interval))
-    kopf_task = asyncio.create_task(
-        kopf.operator(
-            clusterwide=True,
-            standalone=True,
-            settings=kopf_settings(settings, pod_selector),
-            memo=kopf.Memo(operator=operator),
-            registry=kopf_handlers.registry,
-            stop_flag=stop,
-        )
-    )
-    watched = [kopf_task]
-    if elector is not None:
-        watched.append(asyncio.create_task(elector.hold()))
-    done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
-    lost = kopf_task not in done
-    stop.set()
-    for task in watched[1:]:
-        task.cancel()
-    resync.cancel()
-    await asyncio.gather(kopf_task, return_exceptions=True)
-    if elector is not None and not lost:
-        await asyncio.to_thread(elector.release)
-    return 1 if lost else 0
+def reconciler_env(metrics_port: int) -> dict[str, str]:
+    """The child's environment: ours, with its metrics on loopback and no probes of its own."""
+    env = dict(os.environ)
+    env[f"{ENV_PREFIX}METRICS_HOST"] = "127.0.0.1"
+    env[f"{ENV_PREFIX}METRICS_PORT"] = str(metrics_port)
+    env[f"{ENV_PREFIX}HEALTH_PORT"] = "0"
+    return env
 
 
 async def run(settings: Settings) -> int:
     kube = Kube(load_client_config(), timeout=settings.api_timeout)
     metrics = Metrics()
     view = ClusterView(settings, kube)
-    view.subscribe(warn_if_tekton_relabels)
-    operator = Operator(settings, kube, view, metrics)
     view.start()
 
     tls = None
     if settings.webhook_cert_file and settings.webhook_key_file:
         tls = webhook.ReloadingTLS(settings.webhook_cert_file, settings.webhook_key_file)
-    else:
+    elif settings.webhook_port:
         log.warning(
             "no webhook certificate configured: the webhook serves plain HTTP, "
             "which the API server will not call; set COSCHEDULER_WEBHOOK_CERT_FILE/KEY_FILE"
         )
 
+    draining = asyncio.Event()
+
     def ready() -> tuple[bool, str]:
+        if draining.is_set():
+            return False, "draining"
         return (True, "ready") if view.facts.synced else (False, "cluster view not synced yet")
 
     stop = asyncio.Event()
@@ -163,22 +63,50 @@ async def run(settings: Settings) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
 
-    async with contextlib.AsyncExitStack() as stack:
-        await stack.enter_async_context(
-            serving(
-                webhook.make_app(lambda: view.facts, metrics),
-                settings.webhook_host,
-                settings.webhook_port,
-                ssl_context=tls.context if tls else None,
-            )
+    child_port = supervise.free_loopback_port()
+    child = None
+    if settings.reconcile:
+        child = supervise.Child(
+            [sys.executable, "-m", "controller", "reconcile"],
+            reconciler_env(child_port),
+            metrics,
         )
-        if settings.health_port:
+
+    async def child_metrics() -> bytes:
+        if child is None:
+            return b""
+        try:
+            timeout = aiohttp.ClientTimeout(total=2)
+            async with (
+                aiohttp.ClientSession(timeout=timeout) as session,
+                session.get(f"http://127.0.0.1:{child_port}/metrics") as resp,
+            ):
+                return await resp.read()
+        except (aiohttp.ClientError, TimeoutError):
+            return b""  # between two lives of the reconciler: its figures come back with it
+
+    async with contextlib.AsyncExitStack() as stack:
+        if settings.webhook_port:
             await stack.enter_async_context(
-                serving(probes.health_app(ready), settings.metrics_host, settings.health_port)
+                probes.serving(
+                    webhook.make_app(lambda: view.facts, metrics, draining.is_set),
+                    settings.webhook_host,
+                    settings.webhook_port,
+                    ssl_context=tls.context if tls else None,
+                )
+            )
+        if settings.health_port:
+            health = probes.health_app(ready)
+            await stack.enter_async_context(
+                probes.serving(health, settings.metrics_host, settings.health_port)
             )
         if settings.metrics_port:
             await stack.enter_async_context(
-                serving(probes.metrics_app(metrics), settings.metrics_host, settings.metrics_port)
+                probes.serving(
+                    probes.metrics_app(metrics, child_metrics),
+                    settings.metrics_host,
+                    settings.metrics_port,
+                )
             )
         log.info(
             "serving",
@@ -187,14 +115,24 @@ async def run(settings: Settings) -> int:
             health=settings.health_port,
             metrics=settings.metrics_port,
         )
-        cert_watch = (
-            asyncio.create_task(tls.watch(settings.webhook_cert_check_interval)) if tls else None
-        )
-        leading = asyncio.create_task(reconcile_while_leading(settings, kube, operator, view, stop))
+        tasks = []
+        if tls:
+            tasks.append(asyncio.create_task(tls.watch(settings.webhook_cert_check_interval)))
+        child_stop = asyncio.Event()
+        if child is not None:
+            tasks.append(asyncio.create_task(child.run(child_stop)))
         try:
             await stop.wait()
-            return await leading
+            draining.set()
+            log.info("draining", seconds=settings.shutdown_drain_seconds)
+            child_stop.set()
+            await asyncio.gather(
+                child.stop(timeout=10) if child is not None else asyncio.sleep(0),
+                asyncio.sleep(settings.shutdown_drain_seconds),
+            )
+            return 0
         finally:
-            if cert_watch:
-                cert_watch.cancel()
+            for task in tasks:
+                task.cancel()
             view.stop()
+            log.info("stopped")

@@ -1,13 +1,28 @@
-"""Health and metrics endpoints (their own ports, plain HTTP, never the webhook's)."""
+"""Health and metrics endpoints (their own ports, plain HTTP, never the webhook's), and the
+one way every HTTP server of ours is started and stopped."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from controller.metrics import Metrics
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    app: web.Application, host: str, port: int, **kwargs: object
+) -> AsyncIterator[None]:
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port, **kwargs).start()  # type: ignore[arg-type]
+        yield
+    finally:
+        await runner.cleanup()
 
 
 def health_app(ready: Callable[[], tuple[bool, str]]) -> web.Application:
@@ -24,9 +39,15 @@ def health_app(ready: Callable[[], tuple[bool, str]]) -> web.Application:
     return app
 
 
-def metrics_app(metrics: Metrics) -> web.Application:
+def metrics_app(
+    metrics: Metrics, more: Callable[[], Awaitable[bytes]] | None = None
+) -> web.Application:
+    """/metrics: this process's registry, then whatever `more` adds (the reconciler's)."""
+
     async def scrape(_: web.Request) -> web.Response:
         body = generate_latest(metrics.registry)
+        if more is not None:
+            body += await more()
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     app = web.Application()

@@ -26,11 +26,20 @@ PATH = "/mutate-pods"
 MAX_BODY = 4 * 1024 * 1024
 
 
-def make_app(facts: Callable[[], admission.Facts], metrics: Metrics) -> web.Application:
+def make_app(
+    facts: Callable[[], admission.Facts],
+    metrics: Metrics,
+    draining: Callable[[], bool] = lambda: False,
+) -> web.Application:
     async def mutate(request: web.Request) -> web.Response:
         started = time.perf_counter()
         try:
-            return _answer(await request.read(), facts(), metrics)
+            response = _answer(await request.read(), facts(), metrics)
+            if draining():
+                # A kept-alive connection would keep bringing requests to a replica that is
+                # about to stop; closing it after this answer sends the client elsewhere.
+                response.force_close()
+            return response
         finally:
             metrics.admission_seconds.observe(time.perf_counter() - started)
 

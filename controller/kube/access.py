@@ -52,6 +52,18 @@ REQUIRED: tuple[Access, ...] = (
         "kopf notices CRDs installed after it started; `check` reads ours and Tekton's",
     ),
     Access(
+        "admissionregistration.k8s.io",
+        "mutatingadmissionpolicies",
+        ("get",),
+        "policy mode: the chart's policy, owner of the bindings",
+    ),
+    Access(
+        "admissionregistration.k8s.io",
+        "mutatingadmissionpolicybindings",
+        ("get", "list", "watch", "create", "update", "delete"),
+        "policy mode: the bindings (default, and per namespace with its own topologyKey)",
+    ),
+    Access(
         "coordination.k8s.io",
         "leases",
         ("get", "create", "update"),

@@ -51,18 +51,18 @@ class Kube:
         self.custom = kubernetes.client.CustomObjectsApi(api)
         self.coordination = kubernetes.client.CoordinationV1Api(api)
 
-    def _json(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
+    def json(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
         resp = fn(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
         data: Obj = json.loads(resp.data)
         return data
 
-    def _items(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Obj]:
-        items: list[Obj] = self._json(fn, *args, **kwargs).get("items") or []
+    def items(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Obj]:
+        items: list[Obj] = self.json(fn, *args, **kwargs).get("items") or []
         return items
 
-    def _get(self, fn: Callable[..., Any], *args: Any) -> Obj | None:
+    def get_or_none(self, fn: Callable[..., Any], *args: Any) -> Obj | None:
         try:
-            return self._json(fn, *args)
+            return self.json(fn, *args)
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -71,13 +71,13 @@ class Kube:
     # -- balloons ------------------------------------------------------------------------
 
     def get_statefulset(self, namespace: str, name: str) -> Obj | None:
-        return self._get(self.apps.read_namespaced_stateful_set, name, namespace)
+        return self.get_or_none(self.apps.read_namespaced_stateful_set, name, namespace)
 
     def create_statefulset(self, manifest: Mapping[str, Any]) -> tuple[Obj, bool]:
         """Create, or return the existing one: (object, created)."""
         meta = manifest["metadata"]
         try:
-            return self._json(
+            return self.json(
                 self.apps.create_namespaced_stateful_set, meta["namespace"], manifest
             ), True
         except ApiException as exc:
@@ -96,7 +96,7 @@ class Kube:
             meta["name"], meta["namespace"], patch, _request_timeout=self.timeout
         )
         pod_name = f"{meta['name']}-0"
-        pod = self._get(self.core.read_namespaced_pod, pod_name, meta["namespace"])
+        pod = self.get_or_none(self.core.read_namespaced_pod, pod_name, meta["namespace"])
         if pod is not None and not (pod.get("spec") or {}).get("nodeName"):
             self.delete_pod(meta["namespace"], pod_name, uid=pod["metadata"]["uid"])
 
@@ -131,13 +131,13 @@ class Kube:
             raise
 
     def list_balloons(self) -> list[Obj]:
-        return self._items(
+        return self.items(
             self.apps.list_stateful_set_for_all_namespaces, label_selector=names.BALLOON_SELECTOR
         )
 
     def list_balloon_pods(self, namespace: str, run_uid: str) -> list[Obj]:
         selector = f"{names.BALLOON_SELECTOR},{names.LABEL_RUN_UID}={run_uid}"
-        return self._items(self.core.list_namespaced_pod, namespace, label_selector=selector)
+        return self.items(self.core.list_namespaced_pod, namespace, label_selector=selector)
 
     def annotate_statefulset(
         self, namespace: str, name: str, annotations: Mapping[str, str]
@@ -152,10 +152,10 @@ class Kube:
     # -- Tekton and storage --------------------------------------------------------------
 
     def list_pvcs(self, namespace: str) -> list[Obj]:
-        return self._items(self.core.list_namespaced_persistent_volume_claim, namespace)
+        return self.items(self.core.list_namespaced_persistent_volume_claim, namespace)
 
     def get_pipelinerun(self, namespace: str, name: str) -> Obj | None:
-        return self._get(
+        return self.get_or_none(
             self.custom.get_namespaced_custom_object,
             tekton.GROUP,
             tekton.VERSION,
@@ -165,14 +165,14 @@ class Kube:
         )
 
     def list_pipelineruns(self) -> list[Obj]:
-        return self._items(
+        return self.items(
             self.custom.list_cluster_custom_object, tekton.GROUP, tekton.VERSION, "pipelineruns"
         )
 
     # -- our policy ----------------------------------------------------------------------
 
     def list_policies(self, namespace: str) -> list[Obj]:
-        return self._items(
+        return self.items(
             self.custom.list_namespaced_custom_object,
             names.POLICY_GROUP,
             names.POLICY_VERSION,
@@ -198,7 +198,7 @@ class Kube:
     # -- leader election ---------------------------------------------------------------
 
     def get_lease(self, namespace: str, name: str) -> Obj | None:
-        return self._get(self.coordination.read_namespaced_lease, name, namespace)
+        return self.get_or_none(self.coordination.read_namespaced_lease, name, namespace)
 
     def create_lease(self, body: Mapping[str, Any]) -> bool:
         """False if someone else created it first."""
@@ -225,12 +225,12 @@ class Kube:
     # -- what `check` asks -------------------------------------------------------------
 
     def server_version(self) -> str:
-        return str(self._json(kubernetes.client.VersionApi(self.api).get_code).get("gitVersion"))
+        return str(self.json(kubernetes.client.VersionApi(self.api).get_code).get("gitVersion"))
 
     def crd_served_versions(self, name: str) -> list[str] | None:
         """The served versions of a CustomResourceDefinition; None if it is not installed."""
         ext = kubernetes.client.ApiextensionsV1Api(self.api)
-        crd = self._get(ext.read_custom_resource_definition, name)
+        crd = self.get_or_none(ext.read_custom_resource_definition, name)
         if crd is None:
             return None
         versions = (crd.get("spec") or {}).get("versions") or []
@@ -238,7 +238,7 @@ class Kube:
 
     def configmap_data(self, namespace: str, name: str) -> dict[str, str] | None:
         """A ConfigMap's data ({} when it has none); None if it does not exist."""
-        cm = self._get(self.core.read_namespaced_config_map, name, namespace)
+        cm = self.get_or_none(self.core.read_namespaced_config_map, name, namespace)
         return None if cm is None else dict(cm.get("data") or {})
 
     def can_i(
@@ -259,7 +259,7 @@ class Kube:
             },
         }
         authz = kubernetes.client.AuthorizationV1Api(self.api)
-        answer = self._json(authz.create_self_subject_access_review, review)
+        answer = self.json(authz.create_self_subject_access_review, review)
         return bool((answer.get("status") or {}).get("allowed"))
 
     # -- events --------------------------------------------------------------------------

@@ -40,6 +40,11 @@ KUBE_VERSION = "1.36.3"
 ENV_URL = "E2E_WEBHOOK_URL"
 ENV_CA = "E2E_WEBHOOK_CA_BUNDLE"
 ENV_KEEP_DEPLOYMENT = "E2E_KEEP_DEPLOYMENT"
+ENV_SETTINGS_FILE = "E2E_SETTINGS_FILE"
+# Settings the host process takes from the chart's Deployment as rendered (what the chart decided
+# from the cluster, such as the admission mode); the harness sets the others (ports, files).
+FROM_CHART = ("COSCHEDULER_ADMISSION_MODE", "COSCHEDULER_ADMISSION_POLICY_NAME",
+              "COSCHEDULER_ADMISSION_POLICY_VERSION")
 
 
 def helm() -> str:
@@ -95,7 +100,7 @@ def post_renderer_argv() -> list[str]:
         "--post-renderer-args",
         "-m",
         "--post-renderer-args",
-        "e2e.chart",
+        __name__,  # this module, as a program (main below)
     ]
 
 
@@ -111,8 +116,10 @@ def install(
     keep_deployment: bool = False,
 ) -> str:
     """helm install (or upgrade) through the post-renderer; an empty ca_bundle_b64 keeps the
-    chart's own caBundle, if any (mode secret), or leaves it to the cainjector (certManager)."""
+    chart's own caBundle, if any (mode secret), or leaves it to the cainjector (certManager).
+    settings_of(release) then gives the settings the chart chose for its controller."""
     verb = ["upgrade", "--install"] if upgrade else ["install"]
+    settings_file = cluster.logs_dir / f"chart-{release}-settings.json"
     out = run_helm(
         [
             *verb,
@@ -129,11 +136,19 @@ def install(
             ENV_URL: webhook_url,
             ENV_CA: ca_bundle_b64,
             ENV_KEEP_DEPLOYMENT: "1" if keep_deployment else "",
+            ENV_SETTINGS_FILE: str(settings_file),
             "PYTHONPATH": str(REPO),
         },
         kubeconfig=cluster.kubeconfig,
     )
     return out.stdout
+
+
+def settings_of(cluster: ClusterHandle, release: str = RELEASE) -> dict[str, str]:
+    """The FROM_CHART settings of the release's controller, as its chart rendered them."""
+    path = cluster.logs_dir / f"chart-{release}-settings.json"
+    found: dict[str, str] = json.loads(path.read_text())
+    return found
 
 
 def uninstall(cluster: ClusterHandle, release: str = RELEASE, namespace: str = NAMESPACE) -> str:
@@ -175,12 +190,20 @@ def service_account_kubeconfig(
 
 
 def _post_render(
-    docs: list[dict[str, Any]], url: str, ca_bundle: str, keep_deployment: bool = False
+    docs: list[dict[str, Any]],
+    url: str,
+    ca_bundle: str,
+    keep_deployment: bool = False,
+    settings: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     host = urlsplit(url).hostname or ""
     out = []
     for doc in docs:
         kind = doc.get("kind")
+        if kind == "Deployment" and settings is not None:
+            for env in doc["spec"]["template"]["spec"]["containers"][0].get("env", []):
+                if env["name"] in FROM_CHART:
+                    settings[env["name"]] = env["value"]
         if kind == "Deployment" and not keep_deployment:
             continue  # no container runtime here: the controller runs on the host instead
         if kind == "MutatingWebhookConfiguration":
@@ -206,7 +229,11 @@ def main() -> None:
     docs = [d for d in yaml.safe_load_all(sys.stdin.read()) if d]
     url, ca = os.environ[ENV_URL], os.environ[ENV_CA]
     keep = os.environ.get(ENV_KEEP_DEPLOYMENT) == "1"
-    sys.stdout.write(yaml.safe_dump_all(_post_render(docs, url, ca, keep), sort_keys=False))
+    settings: dict[str, str] = {}
+    rendered = _post_render(docs, url, ca, keep, settings)
+    if os.environ.get(ENV_SETTINGS_FILE):
+        Path(os.environ[ENV_SETTINGS_FILE]).write_text(json.dumps(settings))
+    sys.stdout.write(yaml.safe_dump_all(rendered, sort_keys=False))
 
 
 if __name__ == "__main__":

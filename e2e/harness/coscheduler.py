@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import os
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Mapping
@@ -113,6 +114,8 @@ class Coscheduler:
                 "COSCHEDULER_BALLOON_STUCK_AFTER": "5",
                 # A killed leader is replaced within seconds, not the production 15.
                 "COSCHEDULER_LEASE_DURATION": "5",
+                # Tests stop replicas often; the drain itself is tested with a longer one.
+                "COSCHEDULER_SHUTDOWN_DRAIN_SECONDS": "0.5",
                 **self.env_overrides,
             }
         )
@@ -143,8 +146,20 @@ class Coscheduler:
             self.process = None
 
     def kill(self) -> None:
-        """SIGKILL: no chance to clean up, as in a node failure."""
-        self.stop(grace=0)
+        """SIGKILL to the server and its reconciler: no chance to clean up, as in a node
+        failure."""
+        if self.process is not None:
+            self.process.kill()
+            self.process = None
+
+    def kill_reconciler(self) -> int:
+        """SIGKILL to the reconciler child only (a crash, or a lost Lease): the server keeps
+        serving and starts a new one. Returns the killed pid."""
+        assert self.process is not None
+        pids = self.process.children()
+        assert pids, "no reconciler process"
+        os.kill(pids[0], signal.SIGKILL)
+        return pids[0]
 
     def log(self, lines: int = 60) -> str:
         return self.process.tail(lines) if self.process else ""

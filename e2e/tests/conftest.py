@@ -101,6 +101,8 @@ def coscheduler(cluster: ClusterHandle, nodes: list[str]) -> Iterator[Coschedule
     tekton_cluster.install(cluster, None)  # Tekton's CRDs and ConfigMaps (coschedule: disabled)
     operator = Coscheduler(cluster, env_overrides={"POD_NAMESPACE": chart.NAMESPACE})
     chart.install(cluster, operator.webhook_url, operator.ca_bundle)
+    # The admission mode the chart chose (policy where the API server serves it).
+    operator.env_overrides = {**operator.env_overrides, **chart.settings_of(cluster)}
     operator.kubeconfig = chart.service_account_kubeconfig(
         cluster, cluster.logs_dir / "chart-sa.kubeconfig"
     )

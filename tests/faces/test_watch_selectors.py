@@ -5,7 +5,7 @@ from __future__ import annotations
 import kopf
 import pytest
 
-from controller.faces import app, kopf_handlers
+from controller.faces import kopf_handlers, reconciler
 from controller.settings import Settings
 from tests import factories
 
@@ -27,7 +27,7 @@ def matches(selector: str, labels: dict[str, str]) -> bool:
 
 def test_only_the_pod_watch_is_filtered_server_side() -> None:
     selector = kopf_handlers.pod_label_selector("tekton-pipelines")
-    settings = app.kopf_settings(Settings(), selector)
+    settings = reconciler.kopf_settings(Settings(), selector)
     assert list(settings.watching.label_selectors.collect(PODS)) == [selector]
     assert list(settings.watching.label_selectors.collect(PIPELINERUNS)) == []
 

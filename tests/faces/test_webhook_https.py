@@ -34,6 +34,7 @@ class Server:
     facts: StaticFacts
     cert_dir: Path
     metrics_url: str
+    draining: list[bool]
 
     def client_ssl(self, ca: trustme.CA | None = None) -> ssl.SSLContext:
         ctx = ssl.create_default_context()
@@ -69,8 +70,10 @@ async def server(tmp_path: Path) -> AsyncIterator[Server]:
     ca = trustme.CA()
     cert, key = write_cert(ca, tmp_path)
     tls = webhook.ReloadingTLS(cert, key)
-    metrics, facts = Metrics(), StaticFacts()
-    runner = web.AppRunner(webhook.make_app(lambda: facts, metrics), access_log=None)
+    metrics, facts, draining = Metrics(), StaticFacts(), [False]
+    runner = web.AppRunner(
+        webhook.make_app(lambda: facts, metrics, lambda: draining[0]), access_log=None
+    )
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls.context)
     await site.start()
@@ -81,7 +84,7 @@ async def server(tmp_path: Path) -> AsyncIterator[Server]:
     await msite.start()
     mport = mrunner.addresses[0][1]
     yield Server(f"https://127.0.0.1:{port}{webhook.PATH}", ca, tls, metrics, facts, tmp_path,
-                 f"http://127.0.0.1:{mport}/metrics")
+                 f"http://127.0.0.1:{mport}/metrics", draining)
     await runner.cleanup()
     await mrunner.cleanup()
 
@@ -229,3 +232,19 @@ def test_a_kubelet_style_swap_is_noticed_even_with_the_same_mtimes(tmp_path: Pat
     os.replace(staged, tmp_path / "..data")
     assert tls.reload_if_changed()
     assert not tls.reload_if_changed()
+
+
+async def test_while_draining_it_still_answers_but_closes_kept_alive_connections(
+    server: Server,
+) -> None:
+    """A replica told to stop keeps answering (a refused call would fail the pod, and Tekton
+    the TaskRun), but ends each connection after the answer, so the API server's next call
+    opens a new one, which endpoints send to a replica that stays."""
+    body = json.dumps(factories.admission_review(factories.taskrun_pod())).encode()
+    async with aiohttp.ClientSession() as session:
+        async with session.post(server.url, data=body, ssl=server.client_ssl()) as resp:
+            assert resp.status == 200 and resp.headers.get("Connection", "").lower() != "close"
+        server.draining[0] = True
+        async with session.post(server.url, data=body, ssl=server.client_ssl()) as resp:
+            assert resp.status == 200 and "patch" in (await resp.json())["response"]
+            assert resp.headers.get("Connection", "").lower() == "close"

@@ -48,3 +48,30 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "tcs.serviceHost" -}}
 {{- printf "%s.%s.svc" (include "tcs.fullname" .) .Release.Namespace -}}
 {{- end -}}
+
+{{- /* webhook or policy: what admission.mode asks, auto deciding by what the API server serves. */}}
+{{- define "tcs.admissionMode" -}}
+{{- $mode := .Values.admission.mode -}}
+{{- if eq $mode "auto" -}}
+{{- if .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy" -}}
+policy
+{{- else -}}
+webhook
+{{- end -}}
+{{- else if or (eq $mode "policy") (eq $mode "webhook") -}}
+{{- $mode -}}
+{{- else -}}
+{{- fail (printf "admission.mode must be auto, policy or webhook, not %q" $mode) -}}
+{{- end -}}
+{{- end -}}
+
+{{- /* v1 where served (1.36+); v1beta1 where an administrator turned it on (1.34, 1.35). */}}
+{{- define "tcs.admissionPolicyVersion" -}}
+{{- if .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy" -}}
+v1
+{{- else if .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy" -}}
+v1beta1
+{{- else -}}
+v1
+{{- end -}}
+{{- end -}}

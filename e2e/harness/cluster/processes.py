@@ -114,6 +114,27 @@ class ManagedProcess:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGKILL)
 
+    def kill(self) -> None:
+        """SIGKILL to the whole group at once: nothing in it gets to clean up, as when a node
+        dies (stop() sends SIGTERM first, which children may act on)."""
+        popen, self._popen = self._popen, None
+        _LIVE.discard(self)
+        if popen is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(popen.pid, signal.SIGKILL)
+        popen.wait(timeout=10)
+
+    def children(self) -> list[int]:
+        """Pids of the processes this one started (Linux /proc)."""
+        if self._popen is None:
+            return []
+        path = Path(f"/proc/{self._popen.pid}/task/{self._popen.pid}/children")
+        try:
+            return [int(pid) for pid in path.read_text().split()]
+        except OSError:
+            return []
+
     def tail(self, lines: int = 40) -> str:
         return tail(self.log_path, lines)
 

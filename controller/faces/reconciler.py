@@ -1,0 +1,180 @@
+"""The reconciler process: leader election, then kopf's watches and the resync while leading.
+
+It runs apart from the admission server (faces/app.py starts it as a child process), so that
+nothing it does (a resync over thousands of runs, kopf parsing a large list, a lost Lease) can
+hold up an admission answer: the GIL is per process. It serves its own metrics on loopback; the
+server process re-exports them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Coroutine
+from typing import Any
+
+import kopf
+import structlog
+
+from controller.core import names
+from controller.faces import kopf_handlers, probes
+from controller.kube.admission_policies import AdmissionPolicies
+from controller.kube.client import Kube, load_client_config
+from controller.kube.clusterview import ClusterView, Facts
+from controller.kube.leadership import LeaderElector, default_namespace, identity
+from controller.metrics import Metrics
+from controller.operator.bindings import PolicyBindings
+from controller.operator.runs import Operator
+from controller.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+# Exit code when the Lease was lost: the server process starts a fresh reconciler, which
+# becomes a candidate again. A fresh start is the safe way back; the webhook never notices.
+LOST_LEADERSHIP = 3
+
+
+def kopf_settings(settings: Settings, pod_selector: str) -> kopf.OperatorSettings:
+    s = kopf.OperatorSettings()
+    s.watching.label_selectors["v1", "pods"] = pod_selector
+    # kopf keeps no state on Tekton's objects (only @kopf.on.event is used), but should any
+    # handler ever need it, it must be under our own domain, never kopf's defaults.
+    s.persistence.finalizer = f"{names.DOMAIN}/finalizer"
+    s.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=names.DOMAIN)
+    s.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=names.DOMAIN, key="last-handled-configuration"
+    )
+    s.posting.reporting_component = names.APP
+    s.posting.event_name_prefix = f"{names.APP}-"
+    s.posting.level = logging.WARNING
+    s.networking.request_timeout = settings.api_timeout
+    s.watching.client_timeout = 300
+    s.watching.server_timeout = 270
+    return s
+
+
+async def synced(view: ClusterView) -> None:
+    while not view.facts.synced:
+        await asyncio.sleep(0.2)
+
+
+def warn_if_tekton_relabels(old: Facts, new: Facts) -> None:
+    if old.synced and old.tekton_managed_by != new.tekton_managed_by:
+        log.warning(
+            "Tekton's default-managed-by-label-value changed: a leading replica watches pods "
+            "with the new value only after a restart (misplaced pods go unnoticed until then)",
+            old=old.tekton_managed_by,
+            new=new.tekton_managed_by,
+        )
+
+
+async def resync_forever(
+    operator: Operator, interval: float, bindings: PolicyBindings | None = None
+) -> None:
+    while True:
+        try:
+            if bindings is not None:  # first: a missing binding leaves pods unpinned
+                await asyncio.to_thread(bindings.sync, operator.view.facts)
+            await asyncio.to_thread(operator.resync)
+        except Exception:
+            log.exception("resync failed")
+        await asyncio.sleep(interval)
+
+
+async def first_of(wanted: Coroutine[Any, Any, None], other: Coroutine[Any, Any, Any]) -> bool:
+    """Runs both; True if `wanted` finished first. The other is cancelled."""
+    tasks = [asyncio.create_task(wanted), asyncio.create_task(other)]
+    done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    for task in pending:
+        task.cancel()
+    return tasks[0] in done
+
+
+async def reconcile_while_leading(
+    settings: Settings,
+    kube: Kube,
+    operator: Operator,
+    view: ClusterView,
+    stop: asyncio.Event,
+    bindings: PolicyBindings | None = None,
+) -> int:
+    """Waits for leadership, then runs kopf and the resync until told to stop or the lead is
+    lost. Returns the exit code: LOST_LEADERSHIP when the Lease was lost."""
+    # Only a replica that knows the cluster may lead: the pod watch's selector depends on it.
+    if not await first_of(synced(view), stop.wait()):
+        return 0
+    pod_selector = kopf_handlers.pod_label_selector(view.facts.tekton_managed_by)
+    log.info("pods watched once leading", label_selector=pod_selector)
+    elector = None
+    if settings.leader_election:
+        elector = LeaderElector(
+            kube,
+            settings.leader_election_namespace or default_namespace(),
+            settings.lease_name,
+            identity(),
+            settings.lease_duration,
+        )
+        if not await first_of(elector.acquire(), stop.wait()):
+            return 0  # told to stop while still a candidate
+    if bindings is not None:
+        bindings.active = True  # from now on every change of the view is acted on
+    resync = asyncio.create_task(resync_forever(operator, settings.resync_interval, bindings))
+    kopf_task = asyncio.create_task(
+        kopf.operator(
+            clusterwide=True,
+            standalone=True,
+            settings=kopf_settings(settings, pod_selector),
+            memo=kopf.Memo(operator=operator),
+            registry=kopf_handlers.registry,
+            stop_flag=stop,
+        )
+    )
+    watched = [kopf_task]
+    if elector is not None:
+        watched.append(asyncio.create_task(elector.hold()))
+    done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+    lost = kopf_task not in done
+    stop.set()
+    for task in watched[1:]:
+        task.cancel()
+    resync.cancel()
+    await asyncio.gather(kopf_task, return_exceptions=True)
+    if elector is not None and not lost:
+        await asyncio.to_thread(elector.release)
+    return LOST_LEADERSHIP if lost else 0
+
+
+async def run(settings: Settings) -> int:
+    kube = Kube(load_client_config(), timeout=settings.api_timeout)
+    metrics = Metrics()
+    view = ClusterView(settings, kube)
+    view.subscribe(warn_if_tekton_relabels)
+    operator = Operator(settings, kube, view, metrics)
+    bindings = None
+    if settings.admission_mode == "policy":
+        bindings = PolicyBindings(
+            settings,
+            AdmissionPolicies(kube, settings.admission_policy_version),
+            metrics,
+            settings.leader_election_namespace or default_namespace(),
+        )
+        view.subscribe(lambda _, new: bindings.sync(new) if bindings else None)
+    view.start()
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with contextlib.AsyncExitStack() as stack:
+        if settings.metrics_port:
+            await stack.enter_async_context(
+                probes.serving(
+                    probes.metrics_app(metrics), settings.metrics_host, settings.metrics_port
+                )
+            )
+        try:
+            return await reconcile_while_leading(settings, kube, operator, view, stop, bindings)
+        finally:
+            view.stop()

@@ -1,0 +1,86 @@
+"""Policy mode: keeps our MutatingAdmissionPolicyBindings what core.admission_policy says.
+
+Called by the leader only: on every change of the cluster view (a namespace's policy, Tekton's
+assistant switched on or off) and on every resync, so that a binding deleted or edited by
+someone else is put back within one resync.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import structlog
+
+from controller.core import admission_policy
+from controller.kube.admission_policies import AdmissionPolicies
+from controller.kube.client import ApiError, api_message
+from controller.kube.clusterview import Facts
+from controller.metrics import Metrics
+from controller.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+
+class PolicyBindings:
+    def __init__(
+        self,
+        settings: Settings,
+        api: AdmissionPolicies,
+        metrics: Metrics,
+        own_namespace: str,
+    ) -> None:
+        self.settings = settings
+        self.api = api
+        self.metrics = metrics
+        self.own_namespace = own_namespace
+        self.active = False  # set once this replica leads
+        self._lock = threading.Lock()
+        self._missing_said = False
+
+    def sync(self, facts: Facts) -> None:
+        if not (self.active and facts.synced):
+            return
+        with self._lock:
+            try:
+                self._sync(facts)
+            except ApiError as exc:
+                self.metrics.binding_problems.inc()
+                log.warning("admission policy bindings not updated", error=api_message(exc),
+                            status=exc.status)
+
+    def _sync(self, facts: Facts) -> None:
+        s = self.settings
+        policy = self.api.get_policy(s.admission_policy_name)
+        if policy is None:
+            if not self._missing_said:
+                log.error(
+                    "policy mode, but the MutatingAdmissionPolicy is not installed: no pod "
+                    "gets its affinity term until the chart installs it",
+                    policy=s.admission_policy_name,
+                )
+                self._missing_said = True
+            return
+        self._missing_said = False
+        mode = admission_policy.PolicyMode(
+            policy_name=s.admission_policy_name,
+            policy_uid=str((policy.get("metadata") or {}).get("uid") or ""),
+            namespace_label=s.namespace_label,
+            namespace_label_value=s.namespace_label_value,
+            excluded_namespaces=(self.own_namespace, "kube-system"),
+            default_topology_key=s.topology_key,
+            api_version=f"{policy.get('apiVersion')}",
+        )
+        overridden = admission_policy.overrides(facts.policies, s.topology_key)
+        wanted = admission_policy.desired(mode, overridden, stand_aside=facts.assistant_blocks)
+        existing = self.api.list_bindings(admission_policy.BINDING_SELECTOR)
+        plan = admission_policy.changes(wanted, existing)
+        for body in plan.create:
+            self.api.create_binding(body)
+            log.info("admission policy binding created", binding=body["metadata"]["name"])
+        for body, version in plan.replace:
+            self.api.replace_binding(body, version)
+            log.info("admission policy binding updated", binding=body["metadata"]["name"])
+        for name in plan.delete:
+            self.api.delete_binding(name)
+            log.info("admission policy binding deleted", binding=name)
+        self.metrics.policy_bindings.set(len(wanted))
