@@ -75,8 +75,13 @@ def run_helm(
 
 
 def render(
-    values: Mapping[str, Any] | None = None, namespace: str = NAMESPACE
+    values: Mapping[str, Any] | None = None,
+    namespace: str = NAMESPACE,
+    api_versions: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
+    """helm template; api_versions are what the API server would serve beyond helm's defaults
+    (for example admissionregistration.k8s.io/v1/MutatingAdmissionPolicy)."""
+    extra = [arg for version in api_versions for arg in ("--api-versions", version)]
     out = run_helm(
         [
             "template",
@@ -87,6 +92,7 @@ def render(
             "--include-crds",
             "--kube-version",
             KUBE_VERSION,
+            *extra,
             *_set_args(values or {}),
         ]
     )

@@ -164,18 +164,24 @@ class Coscheduler:
     def log(self, lines: int = 60) -> str:
         return self.process.tail(lines) if self.process else ""
 
-    def webhook_configuration(self) -> dict[str, Any]:
+    def webhook_configuration(
+        self,
+        name: str = WEBHOOK_NAME,
+        label: str = names.NAMESPACE_LABEL,
+        url: str | None = None,
+        failure_policy: str = "Fail",
+    ) -> dict[str, Any]:
         return {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": WEBHOOK_NAME},
+            "metadata": {"name": name},
             "webhooks": [
                 {
                     "name": "pods.tekton-coscheduler.dev",
                     "admissionReviewVersions": ["v1"],
                     "clientConfig": {
-                        "url": f"https://127.0.0.1:{self.webhook_port}{webhook.PATH}",
-                        "caBundle": base64.b64encode(self.ca.cert_pem.bytes()).decode(),
+                        "url": url or self.webhook_url,
+                        "caBundle": self.ca_bundle,
                     },
                     "rules": [
                         {
@@ -186,22 +192,26 @@ class Coscheduler:
                             "scope": "Namespaced",
                         }
                     ],
-                    "namespaceSelector": {"matchLabels": {names.NAMESPACE_LABEL: "true"}},
+                    "namespaceSelector": {"matchLabels": {label: "true"}},
                     "objectSelector": {
                         "matchExpressions": [
-                            {"key": "tekton.dev/pipelineRun", "operator": "Exists"}
+                            {"key": "tekton.dev/pipelineRun", "operator": "Exists"},
+                            {"key": "tekton.dev/taskRun", "operator": "Exists"},
                         ]
                     },
                     "sideEffects": "None",
-                    "failurePolicy": "Fail",
+                    "matchPolicy": "Equivalent",
+                    "failurePolicy": failure_policy,
                     "reinvocationPolicy": "IfNeeded",
                     "timeoutSeconds": 5,
                 }
             ],
         }
 
-    def register_webhook(self) -> None:
-        body = self.webhook_configuration()
+    def register_webhook(self, **kw: Any) -> str:
+        """The webhook configuration (see webhook_configuration), created or replaced."""
+        body = self.webhook_configuration(**kw)
+        name = body["metadata"]["name"]
         with self.cluster.api_client() as api:
             reg = client.AdmissionregistrationV1Api(api)
             try:
@@ -209,15 +219,16 @@ class Coscheduler:
             except ApiException as e:
                 if e.status != 409:
                     raise
-                current = reg.read_mutating_webhook_configuration(WEBHOOK_NAME)
+                current = reg.read_mutating_webhook_configuration(name)
                 body["metadata"]["resourceVersion"] = current.metadata.resource_version
-                reg.replace_mutating_webhook_configuration(WEBHOOK_NAME, body)
+                reg.replace_mutating_webhook_configuration(name, body)
+        return str(name)
 
-    def unregister_webhook(self) -> None:
+    def unregister_webhook(self, name: str = WEBHOOK_NAME) -> None:
         with self.cluster.api_client() as api:
             try:
                 client.AdmissionregistrationV1Api(api).delete_mutating_webhook_configuration(
-                    WEBHOOK_NAME
+                    name
                 )
             except ApiException as e:
                 if e.status != 404:

@@ -114,6 +114,18 @@ class Scenario:
         self.core.create_namespaced_pod(self.ns, pod)
         return str(pod["metadata"]["name"])
 
+    def pinned_now(self, run: Mapping[str, Any]) -> bool:
+        """Would a TaskRun pod of the run created now be pinned? (a dry-run creation: admission
+        runs, nothing is stored). Policy and binding changes reach the API server's admission
+        within about a second, a webhook's view at once: tests wait on this, not on a clock."""
+        meta = run["metadata"]
+        pod = factories.taskrun_pod(run=meta["name"], run_uid=meta["uid"], namespace=self.ns)
+        pod["metadata"].pop("ownerReferences")
+        pod["metadata"]["name"] = f"probe-{uuid.uuid4().hex[:8]}"
+        pod["spec"]["volumes"][1] = {"name": "ws-k7x2p", "emptyDir": {}}
+        made = self.core.create_namespaced_pod(self.ns, pod, dry_run="All")
+        return made.spec.affinity is not None
+
     def finish(self, run: Mapping[str, Any], status: str = "True") -> None:
         self.custom.patch_namespaced_custom_object_status(
             *TEKTON,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import pytest
 
@@ -16,7 +16,9 @@ from e2e.harness import chart
 from e2e.harness.cluster import Backend, BinaryNotFound, ClusterHandle, open_cluster
 from e2e.harness.cluster import tekton as tekton_cluster
 from e2e.harness.coscheduler import Coscheduler
+from e2e.harness.runs import Runs
 from e2e.harness.scenario import Scenario
+from e2e.harness.tekton_runs import PodRecorder
 
 _CLUSTER_KEY = pytest.StashKey[ClusterHandle]()
 
@@ -122,3 +124,28 @@ def enabled(cluster: ClusterHandle, coscheduler: Coscheduler) -> Iterator[Scenar
     scenario = Scenario(cluster, ns)
     yield scenario
     scenario.close()
+
+
+# -- real PipelineRuns ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def runs(
+    cluster: ClusterHandle, tekton: ClusterHandle, coscheduler: Coscheduler, nodes: list[str]
+) -> Iterator[Runs]:
+    yield from _runs(cluster, {names.NAMESPACE_LABEL: "true"})
+
+
+@pytest.fixture
+def unlabelled(
+    cluster: ClusterHandle, tekton: ClusterHandle, coscheduler: Coscheduler, nodes: list[str]
+) -> Iterator[Runs]:
+    yield from _runs(cluster, {})
+
+
+def _runs(cluster: ClusterHandle, labels: Mapping[str, str]) -> Iterator[Runs]:
+    ns = cluster.create_namespace(f"tk-{uuid.uuid4().hex[:6]}", labels=labels)
+    with PodRecorder(cluster, ns) as recorder:
+        scenario = Runs(cluster, ns, recorder)
+        yield scenario
+        scenario.close()

@@ -24,6 +24,10 @@ from e2e.harness.scenario import Scenario
 
 pytestmark = pytest.mark.e2e
 
+# These releases test what webhook mode installs (certificates, the webhook Service port);
+# the session's release runs in the mode the chart chooses (policy on this API server).
+WEBHOOK_MODE = {"admission.mode": "webhook"}
+
 REQ = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
@@ -97,7 +101,8 @@ def test_upgrade_keeps_the_webhook_answering_and_the_ca_stable(
 ) -> None:
     release, ns = "tcs-upgrade", "tcs-upgrade"
     out = chart.install(
-        cluster, coscheduler.webhook_url, coscheduler.ca_bundle, release=release, namespace=ns
+        cluster, coscheduler.webhook_url, coscheduler.ca_bundle, release=release, namespace=ns,
+        values=WEBHOOK_MODE,
     )
     assert "kubectl label namespace" in out and "coschedule" in out  # NOTES say what to do next
     with cluster.api_client() as api:
@@ -132,7 +137,7 @@ def test_upgrade_keeps_the_webhook_answering_and_the_ca_stable(
                 release=release,
                 namespace=ns,
                 upgrade=True,
-                values={"config.logLevel": "DEBUG", "webhook.timeoutSeconds": 7},
+                values={**WEBHOOK_MODE, "config.logLevel": "DEBUG", "webhook.timeoutSeconds": 7},
             )
         finally:
             done.set()
@@ -193,6 +198,7 @@ def test_the_deployment_is_admitted_under_restricted_pod_security_and_serves_the
             release=release,
             namespace=ns,
             keep_deployment=True,
+            values=WEBHOOK_MODE,  # the Service's webhook port is what this test looks at
         )
 
         def available() -> bool:

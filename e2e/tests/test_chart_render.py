@@ -42,6 +42,7 @@ COMBINATIONS = {
                             "webhook.tls.certManager.issuerRef": {"name": "corp-ca", "kind": "ClusterIssuer"}},
     "existing-secret": {"webhook.tls.mode": "secret", "webhook.tls.existingSecret": "my-tls",
                         "webhook.tls.caBundle": base64.b64encode(b"-----BEGIN CERTIFICATE-----").decode()},
+    "policy-mode": {"admission.mode": "policy"},
     "one-replica-monitored": {"replicaCount": 1, "metrics.serviceMonitor.enabled": True,
                               "webhook.failurePolicy": "Ignore"},
     "tuned": {"config.isolation": "required", "config.topologyKey": "topology.kubernetes.io/zone",
@@ -92,6 +93,39 @@ def test_webhook_configuration_as_the_issue_asks() -> None:
     # the generated CA signs the served certificate and is the one the API server trusts
     secret = one(docs, "Secret")
     assert hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+
+
+SERVES_POLICIES = ("admissionregistration.k8s.io/v1/MutatingAdmissionPolicy",
+                   "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy")
+
+
+def test_auto_is_policy_mode_where_the_api_server_serves_it_and_then_no_webhook_parts() -> None:
+    docs = chart.render(api_versions=SERVES_POLICIES)
+    kinds = sorted(d["kind"] for d in docs)
+    assert "MutatingAdmissionPolicy" in kinds
+    for absent in ("MutatingWebhookConfiguration", "Secret", "Certificate", "Issuer"):
+        assert absent not in kinds
+    assert [p["name"] for p in one(docs, "Service")["spec"]["ports"]] == ["metrics"]
+    env = env_of(docs)
+    assert env["COSCHEDULER_ADMISSION_MODE"] == "policy" and env["COSCHEDULER_WEBHOOK_PORT"] == "0"
+    assert env["COSCHEDULER_ADMISSION_POLICY_NAME"] == one(docs, "MutatingAdmissionPolicy")["metadata"]["name"]
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert [v["name"] for v in pod["volumes"]] == ["tmp"]
+    policy = one(docs, "MutatingAdmissionPolicy")
+    assert policy["spec"]["paramKind"] == {"apiVersion": "tekton-coscheduler.dev/v1alpha1",
+                                           "kind": "CoschedulingPolicy"}
+    assert (policy["spec"]["failurePolicy"], policy["spec"]["reinvocationPolicy"]) == ("Ignore", "IfNeeded")
+    # the guard: the operator's account may bind only this policy
+    guard = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"][0]
+    assert policy["metadata"]["name"] in guard["spec"]["validations"][0]["expression"]
+    # and without the API, auto is webhook mode
+    assert "MutatingWebhookConfiguration" in {d["kind"] for d in chart.render()}
+
+
+def test_policy_mode_uses_the_chart_topology_key_as_the_default() -> None:
+    docs = chart.render({"admission.mode": "policy", "config.topologyKey": "topology.kubernetes.io/zone"})
+    variables = {v["name"]: v["expression"] for v in one(docs, "MutatingAdmissionPolicy")["spec"]["variables"]}
+    assert variables["topologyKey"].count("'topology.kubernetes.io/zone'") == 2
 
 
 def test_tls_modes() -> None:

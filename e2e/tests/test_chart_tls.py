@@ -102,7 +102,8 @@ def replica(
         cluster,
         replica.operator.webhook_url,
         "",  # left to the cainjector
-        values={"webhook.tls.mode": "certManager", "config.namespaceLabel": LABEL},
+        values={"admission.mode": "webhook", "webhook.tls.mode": "certManager",
+                "config.namespaceLabel": LABEL},
         release=RELEASE,
         namespace=NAMESPACE,
     )
@@ -256,6 +257,7 @@ def test_an_existing_secret_is_served_and_its_ca_bundle_trusted(
             replica.operator.webhook_url,
             "",  # keep the chart's caBundle: the value given below
             values={
+                "admission.mode": "webhook",
                 "webhook.tls.mode": "secret",
                 "webhook.tls.existingSecret": secret_name,
                 "webhook.tls.caBundle": ca_bundle,

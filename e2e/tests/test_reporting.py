@@ -171,6 +171,10 @@ def test_tekton_assistant_on_stops_new_balloons_and_is_said(
         cluster.wait_for(lambda: metric(coscheduler, "tekton_coscheduler_tekton_affinity_assistant_enabled") == 1,
                          timeout=20, what="assistant metric")
         run = s.run(workspaces=[{"name": "w", "emptyDir": {}}])
+        # Admission stands aside (policy mode: the operator removed the bindings).
+        cluster.wait_for(lambda: not s.pinned_now(run), timeout=20, what="admission stands aside")
+        if coscheduler.env()["COSCHEDULER_ADMISSION_MODE"] == "policy":
+            assert metric(coscheduler, "tekton_coscheduler_admission_policy_bindings") == 0
         pod = s.task_pod(run, "a", claims=())
         assert "affinity" not in s.pod(pod)["spec"]
         time.sleep(2)
@@ -183,6 +187,7 @@ def test_tekton_assistant_on_stops_new_balloons_and_is_said(
         tekton_cluster.configure(cluster, None)
     cluster.wait_for(lambda: metric(coscheduler, "tekton_coscheduler_tekton_affinity_assistant_enabled") == 0,
                      timeout=20, what="assistant off again")
+    cluster.wait_for(lambda: s.pinned_now(run), timeout=20, what="admission back")
     s.wait_balloon(run, timeout=20)  # the resync anchors the run once the assistant is off
 
 

@@ -11,20 +11,18 @@ controller would fail the hand-made runs of the other suites.
 from __future__ import annotations
 
 import time
-import urllib.request
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
 from kubernetes import client
 
-from controller.core import affinity, names
+from controller.core import names
 from e2e.harness import tekton_runs as tr
-from e2e.harness.cluster import ClusterHandle
 from e2e.harness.coscheduler import Coscheduler
-from e2e.harness.scenario import Scenario, user_affinity
-from e2e.harness.tekton_runs import FAN_OUT, FETCH, PUBLISH, PodRecorder, PodSeen
+from e2e.harness.runs import Runs, assert_co_located, assert_untouched, metric
+from e2e.harness.scenario import user_affinity
+from e2e.harness.tekton_runs import FAN_OUT, FETCH, PUBLISH
 
 pytestmark = pytest.mark.e2e
 
@@ -40,130 +38,6 @@ DEDICATED = {
 }
 # Long enough for a test to act on a live run (cancel, delete), short of any wait's timeout.
 SLOW = {tr.RUN_SECONDS: "30"}
-
-
-class Runs(Scenario):
-    """A namespace's scenario with real runs: what was created, where its pods went."""
-
-    def __init__(self, cluster: ClusterHandle, namespace: str, recorder: PodRecorder) -> None:
-        super().__init__(cluster, namespace)
-        self.recorder = recorder
-
-    def start(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        return tr.create_run(self.custom, self.ns, body)
-
-    def done(self, run: Mapping[str, Any], timeout: float = 180) -> dict[str, Any]:
-        return tr.wait_finished(
-            self.cluster, self.custom, self.ns, run["metadata"]["name"], timeout
-        )
-
-    def anchor(self, run: Mapping[str, Any], timeout: float = 60) -> str:
-        """The node of the run's first bound balloon pod, as our Anchored Event names it too."""
-        uid, name = run["metadata"]["uid"], run["metadata"]["name"]
-        node = self.cluster.wait_for(
-            lambda: self.recorder.first_balloon_node(uid),
-            timeout=timeout,
-            what=f"balloon of {name} bound",
-        )
-        self.cluster.wait_for(
-            lambda: node in tr.anchored_nodes(self.core, self.ns, uid),
-            timeout=30,
-            what=f"Anchored Event of {name} naming {node}",
-        )
-        return node
-
-    def local_pvs_everywhere(self, per_node: int = 2) -> None:
-        """Free local volumes on every schedulable node: wherever the balloon goes, a claim Tekton
-        makes after the balloon was placed can still be bound beside it."""
-        for node in tr.schedulable_nodes(self.core):
-            for _ in range(per_node):
-                self.cluster.add_local_pv(f"pv-{node}-{uuid.uuid4().hex[:6]}", node)
-
-    def wait_bound(self, claim: str, timeout: float = 30) -> str:
-        return self.cluster.wait_for(
-            lambda: (
-                self.core.read_namespaced_persistent_volume_claim(claim, self.ns).spec.volume_name
-            ),
-            timeout=timeout,
-            what=f"claim {claim} bound",
-        )
-
-    def pv_node(self, claim: str) -> str:
-        pv = self.core.read_persistent_volume(self.wait_bound(claim))
-        terms = pv.spec.node_affinity.required.node_selector_terms
-        return str(terms[0].match_expressions[0].values[0])
-
-    def claims_of(self, run: Mapping[str, Any]) -> list[str]:
-        """Names of the PVCs Tekton made for the run (owned by it)."""
-        uid = run["metadata"]["uid"]
-        return [
-            p.metadata.name
-            for p in self.core.list_namespaced_persistent_volume_claim(self.ns).items
-            if any(o.uid == uid for o in p.metadata.owner_references or [])
-        ]
-
-
-@pytest.fixture
-def runs(
-    cluster: ClusterHandle, tekton: ClusterHandle, coscheduler: Coscheduler, nodes: list[str]
-) -> Iterator[Runs]:
-    yield from _runs(cluster, {names.NAMESPACE_LABEL: "true"})
-
-
-@pytest.fixture
-def unlabelled(
-    cluster: ClusterHandle, tekton: ClusterHandle, coscheduler: Coscheduler, nodes: list[str]
-) -> Iterator[Runs]:
-    yield from _runs(cluster, {})
-
-
-def _runs(cluster: ClusterHandle, labels: Mapping[str, str]) -> Iterator[Runs]:
-    ns = cluster.create_namespace(f"tk-{uuid.uuid4().hex[:6]}", labels=labels)
-    with PodRecorder(cluster, ns) as recorder:
-        scenario = Runs(cluster, ns, recorder)
-        yield scenario
-        scenario.close()
-
-
-def metric(coscheduler: Coscheduler, name: str) -> float:
-    text = urllib.request.urlopen(coscheduler.metrics_url, timeout=5).read().decode()
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line.startswith(name + " ") or line.startswith(name + "{")
-    )
-
-
-def our_terms(pod: PodSeen) -> list[dict[str, Any]]:
-    return affinity.balloon_terms(pod.spec)
-
-
-def assert_co_located(
-    s: Runs, run: Mapping[str, Any], anchor: str, tasks: Sequence[str]
-) -> list[PodSeen]:
-    """Exactly these task pods (one per attempt), each bound to the anchor and tied to the run's
-    balloon by our one term: co-located by the webhook, not by chance."""
-    uid = run["metadata"]["uid"]
-    pods = s.recorder.pods(uid)
-    assert sorted(p.task for p in pods) == sorted(tasks), [p.name for p in pods]
-    assert {p.name: p.node for p in pods} == {p.name: anchor for p in pods}
-    for pod in pods:
-        terms = our_terms(pod)
-        assert len(terms) == 1, pod.spec.get("affinity")
-        assert terms[0]["labelSelector"]["matchLabels"][names.LABEL_RUN_UID] == uid
-    # A placed balloon never moves, and none comes back elsewhere once the run is over.
-    assert {b.node for b in s.recorder.balloons(uid) if b.node} == {anchor}
-    return pods
-
-
-def assert_untouched(s: Runs, run: Mapping[str, Any], tasks: Sequence[str]) -> None:
-    uid = run["metadata"]["uid"]
-    pods = s.recorder.pods(uid)
-    assert sorted(p.task for p in pods) == sorted(tasks)
-    assert all(p.node for p in pods)
-    assert [p.spec.get("affinity") for p in pods] == [None] * len(pods)
-    assert s.balloons() == [] and s.recorder.balloons(uid) == []
-    assert tr.anchored_nodes(s.core, s.ns, uid) == []
 
 
 # -- the pipeline shapes --------------------------------------------------------------------

@@ -1,0 +1,177 @@
+"""Benchmark: pod creation through each admission mode, side by side on one API server.
+
+python -m bench.admission_modes [--pods 10000] [--concurrency 8] [--block 500]
+
+One local control plane; three namespaces: one that did not opt in (no mutation at all), one
+bound to the chart's MutatingAdmissionPolicy (policy mode), one served by our webhook (webhook
+mode, the server on this host). TaskRun pods (nothing schedules them) are created in each, in
+blocks that take turns, so that the machine's noise falls on all three alike. For each mode it
+prints the client's time per creation (p50, p99), the throughput, its ratio to no mutation, and
+the API server's own time in the mutating admission plugin (from apiserver_admission_*
+metrics: the mean, since their buckets are coarse). Results as JSON in build/.
+Last line: `admission modes: policy p99 X ms (Y x none), webhook p99 Z ms (W x none)`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from kubernetes import client
+
+from controller.core import admission_policy, names
+from e2e.harness import chart
+from e2e.harness.cluster import LocalCluster
+from e2e.harness.cluster import tekton as tekton_cluster
+from e2e.harness.coscheduler import Coscheduler, install_crds
+from tests import factories
+
+WEBHOOK_LABEL = "bench.tekton-coscheduler.dev/webhook"
+PLUGINS = {"policy": "MutatingAdmissionPolicy", "webhook": "MutatingAdmissionWebhook"}
+
+
+def install_policy(cluster: LocalCluster) -> None:
+    """The chart's policy as it renders in policy mode, and the default binding the operator
+    would keep (made here by the same pure function)."""
+    [policy] = [d for d in chart.render({"admission.mode": "policy"})
+                if d["kind"] == "MutatingAdmissionPolicy"]
+    with cluster.api_client() as api:
+        custom = client.CustomObjectsApi(api)
+        made = custom.create_cluster_custom_object(
+            "admissionregistration.k8s.io", "v1", "mutatingadmissionpolicies", policy)
+        mode = admission_policy.PolicyMode(
+            policy_name=policy["metadata"]["name"], policy_uid=made["metadata"]["uid"],
+            namespace_label=names.NAMESPACE_LABEL, namespace_label_value="true",
+            excluded_namespaces=("kube-system",), default_topology_key="kubernetes.io/hostname")
+        for binding in admission_policy.desired(mode, {}, stand_aside=False):
+            custom.create_cluster_custom_object(
+                "admissionregistration.k8s.io", "v1", "mutatingadmissionpolicybindings", binding)
+
+
+def plugin_seconds(cluster: LocalCluster) -> dict[str, tuple[float, float]]:
+    """(sum, count) of the API server's admission time per mutating plugin, CREATE of pods."""
+    with cluster.api_client() as api:
+        text = api.call_api("/metrics", "GET", _preload_content=False,
+                            auth_settings=["BearerToken"])[0].data.decode()
+    out: dict[str, list[float]] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_admission_controller_admission_duration_seconds_"):
+            continue
+        if 'operation="CREATE"' not in line or 'type="admit"' not in line:
+            continue
+        for mode, plugin in PLUGINS.items():
+            if f'name="{plugin}"' in line:
+                slot = out.setdefault(mode, [0.0, 0.0])
+                if line.startswith("apiserver_admission_controller_admission_duration_seconds_sum"):
+                    slot[0] += float(line.rsplit(" ", 1)[1])
+                elif line.startswith(
+                        "apiserver_admission_controller_admission_duration_seconds_count"):
+                    slot[1] += float(line.rsplit(" ", 1)[1])
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+class Creator:
+    def __init__(self, cluster: LocalCluster, concurrency: int) -> None:
+        self.cluster, self.concurrency = cluster, concurrency
+        self.local = threading.local()
+        self.failures = 0
+
+    def create(self, namespace: str, i: int) -> float:
+        if not hasattr(self.local, "core"):
+            self.local.core = client.CoreV1Api(self.cluster.api_client())
+        pod = factories.taskrun_pod(run=f"b-{i % 50}", task=f"t{i}", namespace=namespace)
+        pod["metadata"]["name"] = f"b-{i}"
+        pod["spec"]["schedulerName"] = "bench-nobody"
+        started = time.perf_counter()
+        try:
+            self.local.core.create_namespaced_pod(namespace, pod)
+        except client.exceptions.ApiException:
+            self.failures += 1
+        return (time.perf_counter() - started) * 1000
+
+    def block(self, namespace: str, start: int, count: int) -> tuple[list[float], float]:
+        began = time.perf_counter()
+        with ThreadPoolExecutor(self.concurrency) as pool:
+            times = list(pool.map(lambda i: self.create(namespace, i), range(start, start + count)))
+        return times, time.perf_counter() - began
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.admission_modes", description=__doc__)
+    parser.add_argument("--pods", type=int, default=10_000, help="per mode")
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--block", type=int, default=500)
+    parser.add_argument("--out", type=Path, default=Path("build/admission_modes.json"))
+    args = parser.parse_args()
+    with LocalCluster() as cluster:
+        cluster.add_nodes(1)
+        tekton_cluster.install(cluster, None)
+        install_crds(cluster)
+        install_policy(cluster)
+        webhook = Coscheduler(cluster, env_overrides={
+            "POD_NAMESPACE": "default", "COSCHEDULER_RECONCILE": "false",
+            "COSCHEDULER_NAMESPACE_LABEL": WEBHOOK_LABEL, "COSCHEDULER_LOG_LEVEL": "WARNING"})
+        webhook.start()
+        webhook.register_webhook(name="bench-webhook", label=WEBHOOK_LABEL)
+        suffix = uuid.uuid4().hex[:5]
+        namespaces = {
+            "none": cluster.create_namespace(f"none-{suffix}"),
+            "policy": cluster.create_namespace(f"policy-{suffix}",
+                                               labels={names.NAMESPACE_LABEL: "true"}),
+            "webhook": cluster.create_namespace(f"webhook-{suffix}",
+                                                labels={WEBHOOK_LABEL: "true"}),
+        }
+        creator = Creator(cluster, args.concurrency)
+        for ns in namespaces.values():  # warm up each path; these are not counted
+            creator.block(ns, 10_000_000, 50)
+        before = plugin_seconds(cluster)
+        times: dict[str, list[float]] = {m: [] for m in namespaces}
+        walls: dict[str, float] = dict.fromkeys(namespaces, 0.0)
+        for start in range(0, args.pods, args.block):
+            count = min(args.block, args.pods - start)
+            for mode, ns in namespaces.items():
+                block_times, wall = creator.block(ns, start, count)
+                times[mode] += block_times
+                walls[mode] += wall
+            print(f"  {start + count}/{args.pods} pods per mode", flush=True)
+        after = plugin_seconds(cluster)
+        webhook.stop()
+    rows = {}
+    for mode in namespaces:
+        q = statistics.quantiles(times[mode], n=100)
+        rows[mode] = {"pods": len(times[mode]), "p50_ms": q[49], "p99_ms": q[98],
+                      "per_s": len(times[mode]) / walls[mode]}
+        if mode in PLUGINS and mode in after:
+            s0, c0 = before.get(mode, (0.0, 0.0))
+            s1, c1 = after[mode]
+            rows[mode]["apiserver_plugin_mean_ms"] = (s1 - s0) / max(c1 - c0, 1) * 1000
+            rows[mode]["apiserver_plugin_calls"] = c1 - c0
+    base = rows["none"]
+    print(f"{'mode':8} {'p50 ms':>8} {'p99 ms':>8} {'pods/s':>8} {'vs none':>8} {'plugin ms':>10}")
+    for mode, row in rows.items():
+        row["throughput_vs_none"] = row["per_s"] / base["per_s"]
+        row["p99_vs_none"] = row["p99_ms"] / base["p99_ms"]
+        plugin = row.get("apiserver_plugin_mean_ms")
+        print(f"{mode:8} {row['p50_ms']:8.2f} {row['p99_ms']:8.2f} {row['per_s']:8.1f} "
+              f"{row['throughput_vs_none']:8.2f} {plugin if plugin is not None else '-':>10}")
+    print(f"failed creations: {creator.failures}; client timing includes the API server's "
+          "validation and storage; plugin ms is the API server's own admission time a call "
+          "(every mutated pod is admitted twice: reinvocation)")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"pods_per_mode": args.pods, "concurrency": args.concurrency,
+                                    "failures": creator.failures, "modes": rows}, indent=2))
+    print(f"admission modes: policy p99 {rows['policy']['p99_ms']:.1f} ms "
+          f"({rows['policy']['p99_vs_none']:.2f} x none), webhook p99 "
+          f"{rows['webhook']['p99_ms']:.1f} ms ({rows['webhook']['p99_vs_none']:.2f} x none); "
+          f"throughput {rows['policy']['throughput_vs_none']:.2f} and "
+          f"{rows['webhook']['throughput_vs_none']:.2f} x none")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,237 @@
+"""Policy mode and webhook mode give identical pods, on the real API server.
+
+The session's chart runs in policy mode (the API server serves MutatingAdmissionPolicy): its
+policy, bound by the operator, mutates the namespaces carrying the opt-in label. A second
+replica, webhook only, answers a webhook configuration that selects namespaces by another label.
+Each case creates the same pod (dry run: admission runs, nothing is stored) in a namespace of
+each kind and requires the same answer: the same status, and the same resulting pod.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from controller.core import affinity, names
+from e2e.harness.cluster import ClusterHandle
+from e2e.harness.coscheduler import Coscheduler
+from tests import factories
+from tests.fuzz import reviews
+
+pytestmark = pytest.mark.e2e
+
+PARITY_LABEL = "e2e.tekton-coscheduler.dev/parity-webhook"
+RUN, UID = "tekton.dev/pipelineRun", "tekton.dev/pipelineRunUID"
+REQ = affinity.REQUIRED
+USER_TERM = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}
+OUR_OTHER_TERM = {
+    "labelSelector": {"matchLabels": {names.LABEL_MANAGED_BY: names.APP,
+                                      names.LABEL_COMPONENT: "balloon",
+                                      names.LABEL_RUN_UID: "someone-else"}},
+    "topologyKey": "topology.kubernetes.io/zone",
+}
+NODE_AFFINITY = {REQ: {"nodeSelectorTerms": [
+    {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["ci"]}]}]}}
+
+
+class Pair:
+    """A namespace mutated by the policy and one mutated by the webhook, alike otherwise."""
+
+    def __init__(self, cluster: ClusterHandle, policy_ns: str, webhook_ns: str) -> None:
+        self.cluster, self.policy_ns, self.webhook_ns = cluster, policy_ns, webhook_ns
+
+    def create(self, pod: dict[str, Any], namespace: str) -> tuple[int, dict[str, Any] | str]:
+        body = copy.deepcopy(pod)
+        body.setdefault("metadata", {})["namespace"] = namespace
+        body["metadata"]["name"] = f"p-{uuid.uuid4().hex[:10]}"
+        with self.cluster.api_client() as api:
+            try:
+                made = client.CoreV1Api(api).create_namespaced_pod(namespace, body, dry_run="All")
+            except ApiException as e:
+                return e.status, "refused"
+            return 201, api.sanitize_for_serialization(made)
+
+    def both(self, pod: dict[str, Any]) -> tuple[Any, Any]:
+        return self.create(pod, self.policy_ns), self.create(pod, self.webhook_ns)
+
+    def assert_same(self, pod: dict[str, Any]) -> dict[str, Any] | None:
+        (p_status, p_pod), (w_status, w_pod) = self.both(pod)
+        assert p_status == w_status, (p_status, w_status, p_pod, w_pod)
+        if p_status != 201:
+            return None
+        assert isinstance(p_pod, dict) and isinstance(w_pod, dict)
+        assert _comparable(p_pod) == _comparable(w_pod)
+        return p_pod
+
+
+def _comparable(pod: dict[str, Any]) -> dict[str, Any]:
+    """What admission decides: the spec, the labels and annotations. Names, namespaces, uids
+    and times differ by construction."""
+    meta = pod["metadata"]
+    return {"spec": pod["spec"], "labels": meta.get("labels"),
+            "annotations": meta.get("annotations")}
+
+
+def terms(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = (
+        ((pod["spec"].get("affinity") or {}).get("podAffinity") or {}).get(REQ) or []
+    )
+    return found
+
+
+@pytest.fixture(scope="module")
+def parity(cluster: ClusterHandle, coscheduler: Coscheduler) -> Iterator[Pair]:
+    assert coscheduler.env()["COSCHEDULER_ADMISSION_MODE"] == "policy", (
+        "the session's chart should have chosen policy mode on this API server"
+    )
+    webhook = Coscheduler(
+        cluster,
+        name="parity-webhook",
+        kubeconfig=coscheduler.kubeconfig,
+        env_overrides={
+            **coscheduler.env_overrides,
+            "COSCHEDULER_ADMISSION_MODE": "webhook",
+            "COSCHEDULER_RECONCILE": "false",
+            "COSCHEDULER_NAMESPACE_LABEL": PARITY_LABEL,
+        },
+    )
+    webhook.start()
+    config = webhook.register_webhook(name="tekton-coscheduler-parity", label=PARITY_LABEL)
+    suffix = uuid.uuid4().hex[:6]
+    policy_ns = cluster.create_namespace(f"par-p-{suffix}", labels={names.NAMESPACE_LABEL: "true"})
+    webhook_ns = cluster.create_namespace(f"par-w-{suffix}", labels={PARITY_LABEL: "true"})
+    pair = Pair(cluster, policy_ns, webhook_ns)
+    # Both paths are live once a plain TaskRun pod comes back pinned from each.
+    cluster.wait_for(
+        lambda: all(
+            status == 201 and isinstance(made, dict) and terms(made)
+            for status, made in pair.both(factories.taskrun_pod())
+        ),
+        timeout=30,
+        what="policy binding and parity webhook in effect",
+    )
+    try:
+        yield pair
+    finally:
+        webhook.unregister_webhook(config)
+        webhook.stop()
+
+
+def _pod(**kw: Any) -> dict[str, Any]:
+    return factories.taskrun_pod(**kw)
+
+
+def _with_labels(pod: dict[str, Any], changes: dict[str, str | None]) -> dict[str, Any]:
+    """The pod with these labels set (None: removed)."""
+    labels = pod["metadata"]["labels"]
+    for key, value in changes.items():
+        if value is None:
+            labels.pop(key, None)
+        else:
+            labels[key] = value
+    return pod
+
+
+def _cases() -> dict[str, dict[str, Any]]:
+    uid_63 = "u" * 63
+    cases = {
+        "plain TaskRun pod": _pod(),
+        "existing nodeAffinity": _pod(affinity={"nodeAffinity": NODE_AFFINITY}),
+        "affinity is {}": _pod(affinity={}),
+        "podAffinity is {}": _pod(affinity={"podAffinity": {}}),
+        "required list is []": _pod(affinity={"podAffinity": {REQ: []}}),
+        "preferred terms only": _pod(affinity={"podAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 5, "podAffinityTerm": USER_TERM}]}}),
+        "a user's required term": _pod(affinity={"podAffinity": {REQ: [USER_TERM]}}),
+        "anti-affinity kept": _pod(affinity={"podAntiAffinity": {REQ: [USER_TERM]}}),
+        "already carries a balloon term": _pod(
+            affinity={"podAffinity": {REQ: [USER_TERM, OUR_OTHER_TERM]}}),
+        "opted out ' FALSE '": _pod(annotations={names.OPT_OUT_ANNOTATION: " FALSE "}),
+        "opted out with odd whitespace": _pod(
+            annotations={names.OPT_OUT_ANNOTATION: "\x1cfalse\u3000"}),
+        "'fal\u017fe' (long s) is not 'false'": _pod(annotations={names.OPT_OUT_ANNOTATION: "fal\u017fe"}),
+        "annotation 'true'": _pod(annotations={names.OPT_OUT_ANNOTATION: "true"}),
+        "no annotations at all": _pod(annotations={}),
+        "uid label of 63 chars": _pod(run_uid=uid_63),
+        "no uid label: by run name": _pod(run_uid=None),
+        "uid label empty: by run name": _with_labels(_pod(), {UID: ""}),
+        "uid label of 64 chars (refused by the API server either way)": _pod(run_uid="u" * 64),
+        "neither label usable (refused either way)": _with_labels(
+            _pod(run_uid="u" * 64), {RUN: "r" * 64}),
+        "empty taskRun label": _with_labels(_pod(), {"tekton.dev/taskRun": ""}),
+        "standalone TaskRun (no pipelineRun label)": _with_labels(
+            _pod(), {RUN: None, UID: None}),
+        "Tekton's assistant pod": _with_labels(
+            _pod(), {"app.kubernetes.io/component": "affinity-assistant"}),
+        "a balloon pod": _with_labels(_pod(), {names.LABEL_MANAGED_BY: names.APP}),
+        "run name at 63 chars": _with_labels(_pod(run_uid=None), {RUN: "r" * 63}),
+    }
+    plain = _pod()
+    plain["metadata"]["labels"] = {"app": "not-tekton"}
+    cases["a pod that is not Tekton's"] = plain
+    return cases
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_decision_table_gives_the_same_pod_in_both_modes(parity: Pair, case: str) -> None:
+    parity.assert_same(CASES[case])
+
+
+def test_the_namespace_policys_topology_key_in_both_modes(
+    cluster: ClusterHandle, parity: Pair
+) -> None:
+    """Two CoschedulingPolicies in each namespace: the oldest wins in both modes."""
+    with cluster.api_client() as api:
+        custom = client.CustomObjectsApi(api)
+        for ns in (parity.policy_ns, parity.webhook_ns):
+            for name, key in (("zzz-older", "topology.kubernetes.io/zone"),
+                              ("aaa-newer", "example.com/rack")):
+                custom.create_namespaced_custom_object(
+                    names.POLICY_GROUP, names.POLICY_VERSION, ns, names.POLICY_PLURAL,
+                    {"apiVersion": f"{names.POLICY_GROUP}/{names.POLICY_VERSION}",
+                     "kind": names.POLICY_KIND, "metadata": {"name": name},
+                     "spec": {"topologyKey": key}},
+                )
+                if name == "zzz-older":
+                    time.sleep(1.1)  # creation times have one-second resolution
+    try:
+        def zone_in_both() -> bool:
+            (_, p), (_, w) = parity.both(_pod())
+            return all(isinstance(x, dict) and terms(x) and
+                       terms(x)[-1]["topologyKey"] == "topology.kubernetes.io/zone"
+                       for x in (p, w))
+
+        cluster.wait_for(zone_in_both, timeout=30, what="the namespaces' key in both modes")
+        for _ in range(5):
+            made = parity.assert_same(_pod(affinity={"podAffinity": {REQ: [USER_TERM]}}))
+            assert made is not None and terms(made)[-1]["topologyKey"] == "topology.kubernetes.io/zone"
+    finally:
+        with cluster.api_client() as api:
+            custom = client.CustomObjectsApi(api)
+            for ns in (parity.policy_ns, parity.webhook_ns):
+                for name in ("zzz-older", "aaa-newer"):
+                    custom.delete_namespaced_custom_object(
+                        names.POLICY_GROUP, names.POLICY_VERSION, ns, names.POLICY_PLURAL, name)
+
+
+@settings(max_examples=60, deadline=None, database=None,
+          suppress_health_check=list(HealthCheck), phases=[Phase.generate])
+@given(pod=reviews.pods())
+def test_generated_pods_give_the_same_pod_in_both_modes(parity: Pair, pod: Any) -> None:
+    """Generated TaskRun pods (the fuzzer's): those the API server takes come back alike; those
+    it refuses are refused in both modes."""
+    if not isinstance(pod, dict) or not isinstance(pod.get("metadata"), dict) or not reviews.schema_valid(pod):
+        return
+    parity.assert_same(pod)
