@@ -116,7 +116,7 @@ def test_auto_is_policy_mode_where_the_api_server_serves_it_and_then_no_webhook_
                                            "kind": "CoschedulingPolicy"}
     assert (policy["spec"]["failurePolicy"], policy["spec"]["reinvocationPolicy"]) == ("Ignore", "IfNeeded")
     # the guard: the operator's account may bind only this policy
-    guard = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"][0]
+    guard = one(docs, "ValidatingAdmissionPolicy")
     assert policy["metadata"]["name"] in guard["spec"]["validations"][0]["expression"]
     # and without the API, auto is webhook mode
     assert "MutatingWebhookConfiguration" in {d["kind"] for d in chart.render()}
