@@ -34,16 +34,17 @@ def free_loopback_port() -> int:
 
 
 def die_with_parent() -> None:
-    """Called in the child: the kernel sends SIGTERM when the server process dies, so no
-    reconciler outlives the replica it belongs to (on a host; in a pod, the container's end
-    takes every process anyway)."""
+    """Called in the child: the kernel kills it when the server process dies, so no reconciler
+    outlives the replica it belongs to (on a host; in a pod, the container's end takes every
+    process anyway). SIGKILL: a server that died without stopping its child died hard, and so
+    does the child, as it would with its container."""
     if sys.platform != "linux":
         return
     parent = os.getppid()
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:  # the parent died before the line above took effect
-        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class Child:
@@ -59,7 +60,11 @@ class Child:
         loop = asyncio.get_running_loop()
         while not stop.is_set():
             started = loop.time()
-            self.process = await asyncio.create_subprocess_exec(*self.argv, env=self.env)
+            # Its own process group: a signal to ours (a shell's Ctrl-C, a test harness) reaches
+            # it once, from us, when we are ready to stop it.
+            self.process = await asyncio.create_subprocess_exec(
+                *self.argv, env=self.env, start_new_session=True
+            )
             log.info("reconciler started", pid=self.process.pid)
             waiter = asyncio.create_task(self.process.wait())
             stopper = asyncio.create_task(stop.wait())

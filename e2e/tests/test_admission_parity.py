@@ -9,7 +9,6 @@ each kind and requires the same answer: the same status, and the same resulting 
 
 from __future__ import annotations
 
-import copy
 import time
 import uuid
 from collections.abc import Iterator
@@ -18,11 +17,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from controller.core import affinity, names
 from e2e.harness.cluster import ClusterHandle
 from e2e.harness.coscheduler import Coscheduler
+from e2e.harness.parity import Pair, terms
 from tests import factories
 from tests.fuzz import reviews
 
@@ -40,51 +39,6 @@ OUR_OTHER_TERM = {
 }
 NODE_AFFINITY = {REQ: {"nodeSelectorTerms": [
     {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["ci"]}]}]}}
-
-
-class Pair:
-    """A namespace mutated by the policy and one mutated by the webhook, alike otherwise."""
-
-    def __init__(self, cluster: ClusterHandle, policy_ns: str, webhook_ns: str) -> None:
-        self.cluster, self.policy_ns, self.webhook_ns = cluster, policy_ns, webhook_ns
-
-    def create(self, pod: dict[str, Any], namespace: str) -> tuple[int, dict[str, Any] | str]:
-        body = copy.deepcopy(pod)
-        body.setdefault("metadata", {})["namespace"] = namespace
-        body["metadata"]["name"] = f"p-{uuid.uuid4().hex[:10]}"
-        with self.cluster.api_client() as api:
-            try:
-                made = client.CoreV1Api(api).create_namespaced_pod(namespace, body, dry_run="All")
-            except ApiException as e:
-                return e.status, "refused"
-            return 201, api.sanitize_for_serialization(made)
-
-    def both(self, pod: dict[str, Any]) -> tuple[Any, Any]:
-        return self.create(pod, self.policy_ns), self.create(pod, self.webhook_ns)
-
-    def assert_same(self, pod: dict[str, Any]) -> dict[str, Any] | None:
-        (p_status, p_pod), (w_status, w_pod) = self.both(pod)
-        assert p_status == w_status, (p_status, w_status, p_pod, w_pod)
-        if p_status != 201:
-            return None
-        assert isinstance(p_pod, dict) and isinstance(w_pod, dict)
-        assert _comparable(p_pod) == _comparable(w_pod)
-        return p_pod
-
-
-def _comparable(pod: dict[str, Any]) -> dict[str, Any]:
-    """What admission decides: the spec, the labels and annotations. Names, namespaces, uids
-    and times differ by construction."""
-    meta = pod["metadata"]
-    return {"spec": pod["spec"], "labels": meta.get("labels"),
-            "annotations": meta.get("annotations")}
-
-
-def terms(pod: dict[str, Any]) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = (
-        ((pod["spec"].get("affinity") or {}).get("podAffinity") or {}).get(REQ) or []
-    )
-    return found
 
 
 @pytest.fixture(scope="module")

@@ -101,11 +101,15 @@ def replicas(
         pool.service.stop()
 
 
-def leader(replicas: list[Coscheduler]) -> Coscheduler:
-    for replica in replicas:
-        if '"event": "leading"' in replica.log(5000):
-            return replica
-    raise AssertionError("no replica leads")
+def leader(cluster: ClusterHandle, replicas: list[Coscheduler]) -> Coscheduler:
+    """The replica whose reconciler holds the Lease (a new one takes it within seconds of the
+    old one handing it back)."""
+
+    def leading() -> Coscheduler | None:
+        return next((r for r in replicas if '"event": "leading"' in r.log(5000)), None)
+
+    found: Coscheduler = cluster.wait_for(leading, timeout=30, what="a replica leads")
+    return found
 
 
 def test_rolling_both_replicas_and_killing_the_leader_fails_no_pod_creation(
@@ -161,7 +165,7 @@ def test_rolling_both_replicas_and_killing_the_leader_fails_no_pod_creation(
                 live.append(pool.start_one())
                 pool.retire(old)
                 live.remove(old)
-            killed = leader(live).kill_reconciler()
+            killed = leader(cluster, live).kill_reconciler()
             assert killed
         finally:
             loader.join(SECONDS + 30)
