@@ -48,6 +48,28 @@ class Metrics:
             "Pods of an anchored run bound to a node other than their balloon's",
             registry=r,
         )
+        self.waiting_pods = Gauge(
+            f"{PREFIX}_waiting_pods",
+            "Pods of anchored runs, and balloons, the scheduler cannot place now, by reason",
+            ["reason"],
+            registry=r,
+        )
+        self.longest_wait = Gauge(
+            f"{PREFIX}_longest_wait_seconds",
+            "How long the pod that has waited longest for a node has waited",
+            registry=r,
+        )
+        self.anchor_moves = Counter(
+            f"{PREFIX}_anchor_moves",
+            "Anchors that moved to another node, by why they left the old one",
+            ["reason"],
+            registry=r,
+        )
+        self.anchor_blocked = Gauge(
+            f"{PREFIX}_anchors_on_unavailable_nodes",
+            "Anchors on nodes that can no longer keep them, which cannot move yet",
+            registry=r,
+        )
         self.tekton_assistant_on = Gauge(
             f"{PREFIX}_tekton_affinity_assistant_enabled",
             "1 while Tekton's own affinity assistant is on (coschedule not 'disabled')",

@@ -82,6 +82,8 @@ class Settings(BaseSettings):
     resync_interval: float = Field(default=30.0, gt=0)
     # A balloon without a bound pod for this long is reported on its PipelineRun.
     balloon_stuck_after: float = Field(default=20.0, gt=0)
+    # A pod of an anchored run the scheduler cannot place for this long is reported.
+    pod_stuck_after: float = Field(default=15.0, gt=0)
     api_timeout: float = Field(default=30.0, gt=0)
 
     def default_policy(self) -> EffectivePolicy:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.core import balloon, tekton
+from controller.core.notices import Notice
 from controller.core.policy import EffectivePolicy
 
 
@@ -22,15 +23,6 @@ class Verb(enum.StrEnum):
     DELETE = "delete"
     KEEP = "keep"
     NONE = "none"
-
-
-@dataclass(frozen=True)
-class Notice:
-    """Something to tell the run's owner: a Kubernetes Event on the PipelineRun."""
-
-    reason: str
-    message: str
-    warning: bool = True
 
 
 @dataclass(frozen=True)

@@ -51,8 +51,12 @@ def balloon_pod_event(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: A
 
 @kopf.on.event("v1", "pods", labels={tekton.LABEL_TASK_RUN: kopf.PRESENT}, registry=registry)
 def task_pod_event(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
-    if type != "DELETED":
-        _op(memo).placement.on_task_pod(body)
+    _op(memo).placement.on_task_pod(body, deleted=type == "DELETED")
+
+
+@kopf.on.event("v1", "nodes", registry=registry)
+def node_event(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
+    _op(memo).anchors.on_node(body, deleted=type == "DELETED")
 
 
 @kopf.on.event(names.POLICY_GROUP, names.POLICY_VERSION, names.POLICY_PLURAL, registry=registry)

@@ -34,6 +34,9 @@ log = structlog.get_logger(__name__)
 # Exit code when the Lease was lost: the server process starts a fresh reconciler, which
 # becomes a candidate again. A fresh start is the safe way back; the webhook never notices.
 LOST_LEADERSHIP = 3
+# Seconds between looks at waiting pods and blocked anchors: with the grace periods (15-20 s)
+# a run that waits is told within 30 s.
+WATCH_INTERVAL = 5.0
 
 
 def kopf_settings(settings: Settings, pod_selector: str) -> kopf.OperatorSettings:
@@ -83,6 +86,17 @@ async def resync_forever(
         await asyncio.sleep(interval)
 
 
+async def watch_anchors_forever(operator: Operator, interval: float) -> None:
+    """Pods waiting past their grace period, anchors that could not move and may now."""
+    while True:
+        try:
+            await asyncio.to_thread(operator.waiting.check)
+            await asyncio.to_thread(operator.anchors.recheck)
+        except Exception:
+            log.exception("anchor watch failed")
+        await asyncio.sleep(interval)
+
+
 async def first_of(wanted: Coroutine[Any, Any, None], other: Coroutine[Any, Any, Any]) -> bool:
     """Runs both; True if `wanted` finished first. The other is cancelled."""
     tasks = [asyncio.create_task(wanted), asyncio.create_task(other)]
@@ -121,6 +135,7 @@ async def reconcile_while_leading(
     if bindings is not None:
         bindings.active = True  # from now on every change of the view is acted on
     resync = asyncio.create_task(resync_forever(operator, settings.resync_interval, bindings))
+    watchdog = asyncio.create_task(watch_anchors_forever(operator, WATCH_INTERVAL))
     kopf_task = asyncio.create_task(
         kopf.operator(
             clusterwide=True,
@@ -140,6 +155,7 @@ async def reconcile_while_leading(
     for task in watched[1:]:
         task.cancel()
     resync.cancel()
+    watchdog.cancel()
     await asyncio.gather(kopf_task, return_exceptions=True)
     if elector is not None and not lost:
         await asyncio.to_thread(elector.release)

@@ -100,13 +100,16 @@ class Kube:
         if pod is not None and not (pod.get("spec") or {}).get("nodeName"):
             self.delete_pod(meta["namespace"], pod_name, uid=pod["metadata"]["uid"])
 
-    def delete_pod(self, namespace: str, name: str, uid: str) -> None:
+    def delete_pod(self, namespace: str, name: str, uid: str, grace: int | None = None) -> None:
+        """Deletes that pod (the uid precondition spares a successor of the same name); grace
+        0 removes it at once, as for a pod on a node that will not confirm its end."""
         try:
             self.core.delete_namespaced_pod(
                 name,
                 namespace,
                 body=kubernetes.client.V1DeleteOptions(
-                    preconditions=kubernetes.client.V1Preconditions(uid=uid)
+                    preconditions=kubernetes.client.V1Preconditions(uid=uid),
+                    grace_period_seconds=grace,
                 ),
                 _request_timeout=self.timeout,
             )
@@ -153,6 +156,25 @@ class Kube:
 
     def list_pvcs(self, namespace: str) -> list[Obj]:
         return self.items(self.core.list_namespaced_persistent_volume_claim, namespace)
+
+    def get_pvc(self, namespace: str, name: str) -> Obj | None:
+        return self.get_or_none(self.core.read_namespaced_persistent_volume_claim, name, namespace)
+
+    def get_pv(self, name: str) -> Obj | None:
+        return self.get_or_none(self.core.read_persistent_volume, name)
+
+    def create_pdb(self, manifest: Mapping[str, Any]) -> None:
+        """Creates it, or leaves the one that exists."""
+        policy = kubernetes.client.PolicyV1Api(self.api)
+        try:
+            policy.create_namespaced_pod_disruption_budget(
+                manifest["metadata"]["namespace"],
+                dict(manifest),  # type: ignore[arg-type]
+                _request_timeout=self.timeout,
+            )
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
 
     def get_pipelinerun(self, namespace: str, name: str) -> Obj | None:
         return self.get_or_none(

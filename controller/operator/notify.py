@@ -9,7 +9,7 @@ from typing import Any
 import structlog
 
 from controller.core import tekton
-from controller.core.reconcile import Notice
+from controller.core.notices import Notice
 from controller.kube.client import Kube
 
 log = structlog.get_logger(__name__)

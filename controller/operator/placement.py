@@ -1,7 +1,9 @@
-"""Where balloons went: Anchored and BalloonUnschedulable as they happen, misplaced pods.
+"""Where balloons went: Anchored and AnchorMoved as they happen, misplaced pods.
 
-Fed by the pod watches; keeps the node of each run's balloon pod in memory, asking the API
-server when it does not know (after a restart, before the balloon's pod event arrived).
+Fed by the pod watches through the PodIndex. The operator's idea of a run's anchor follows its
+balloon pod: when the pod is replaced (moved by us off an unavailable node, evicted, preempted,
+or garbage-collected with its deleted node) and the new one is bound elsewhere, the anchor is
+the new node, and pods bound beside the old one were not misplaced.
 """
 
 from __future__ import annotations
@@ -11,29 +13,48 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.core import affinity, balloon, names, tekton
+from controller.core import affinity, anchor, balloon, names, tekton
+from controller.core.notices import Notice
 from controller.core.pods import HOSTNAME, scheduled_condition
-from controller.core.reconcile import Notice
 from controller.core.times import parse_time
 from controller.kube.client import Kube
 from controller.metrics import Metrics
 from controller.operator.notify import Notifier, pipelinerun_ref
+from controller.operator.podindex import PodIndex
+
+# The DisruptionTarget condition's reasons (k8s.io/api/core/v1): how a balloon pod went.
+GONE_BECAUSE = {
+    "EvictionByEvictionAPI": "evicted",
+    "PreemptionByScheduler": "preempted",
+    "DeletionByTaintManager": "its node's NoExecute taint",
+    "DeletionByPodGC": "its node was deleted",
+    "TerminationByKubelet": "ended by its kubelet",
+}
+
+
+def gone_because(pod: Mapping[str, Any]) -> str:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == "DisruptionTarget":
+            return GONE_BECAUSE.get(str(cond.get("reason")), str(cond.get("reason")))
+    return "its pod was deleted"
 
 
 class Placement:
-    def __init__(self, kube: Kube, metrics: Metrics, notifier: Notifier) -> None:
+    def __init__(self, kube: Kube, metrics: Metrics, notifier: Notifier, index: PodIndex) -> None:
         self.kube = kube
         self.metrics = metrics
         self.notifier = notifier
-        self._anchors: dict[str, str] = {}  # run uid -> node of its balloon pod
+        self.index = index
         self._misplaced: set[str] = set()
+        # run uid -> (node it left, why): said in AnchorMoved once the new pod is bound
+        self._moving: dict[str, tuple[str, str]] = {}
         self._lock = threading.Lock()
 
     def node_of(self, namespace: str, run_uid: str) -> str | None:
-        with self._lock:
-            known = self._anchors.get(run_uid)
+        known = self.index.anchor(run_uid)
         if known:
             return known
+        # Not seen yet (a restart, before the balloon's pod event arrived): ask once.
         for pod in self.kube.list_balloon_pods(namespace, run_uid):
             node = (pod.get("spec") or {}).get("nodeName")
             if node:
@@ -41,80 +62,91 @@ class Placement:
         return None
 
     def forget(self, run_uid: str) -> None:
+        self.index.forget(run_uid)
         with self._lock:
-            self._anchors.pop(run_uid, None)
+            self._moving.pop(run_uid, None)
+
+    def expect_move(self, run_uid: str, node: str, why: str) -> None:
+        """The operator is moving the anchor off `node` (core/anchor.py)."""
+        with self._lock:
+            self._moving[run_uid] = (node, why)
 
     def on_balloon_pod(self, pod: Mapping[str, Any], deleted: bool = False) -> None:
         meta = pod.get("metadata") or {}
         labels = meta.get("labels") or {}
-        uid = labels.get(names.LABEL_RUN_UID, "")
-        node = (pod.get("spec") or {}).get("nodeName")
-        ns = meta.get("namespace", "")
-        run_name = labels.get(names.LABEL_RUN, "")
+        uid, left = self.index.balloon_event(pod, deleted)
+        node = str((pod.get("spec") or {}).get("nodeName") or "")
         if deleted:
-            with self._lock:
-                if self._anchors.get(uid) == node:
-                    self._anchors.pop(uid, None)
+            if node:
+                with self._lock:
+                    self._moving.setdefault(uid, (node, gone_because(pod)))
             return
-        ref = pipelinerun_ref(run_name, ns, uid)
         if not node:
-            cond = scheduled_condition(pod)
-            if cond.get("reason") == "Unschedulable":
-                self.metrics.balloon_problems.labels(reason="unschedulable").inc()
-                self.notifier.tell(
-                    ref,
-                    Notice(
-                        "BalloonUnschedulable",
-                        f"no node fits the run's anchor: {cond.get('message', '')}",
-                    ),
-                    uid,
-                )
-            return
+            return  # waiting for a node: core/waiting.py decides when that is worth saying
+        ns = str(meta.get("namespace") or "")
+        ref = pipelinerun_ref(str(labels.get(names.LABEL_RUN) or ""), ns, uid)
         with self._lock:
-            self._anchors[uid] = node
+            moving = self._moving.pop(uid, None)
+        if moving is None and left:
+            moving = (left, "its pod was replaced")
         sts_name = balloon.balloon_name(uid)
         sts = self.kube.get_statefulset(ns, sts_name)
-        if (
-            sts is None
-            or (sts["metadata"].get("annotations") or {}).get(names.ANNOTATION_ANCHORED_NODE)
-            == node
-        ):
+        annotations = (sts or {}).get("metadata", {}).get("annotations") or {}
+        if sts is None or annotations.get(names.ANNOTATION_ANCHORED_NODE) == node:
             return
-        run_created = parse_time(
-            (sts["metadata"].get("annotations") or {}).get(names.ANNOTATION_RUN_CREATED)
-        )
-        bound_at = parse_time(scheduled_condition(pod).get("lastTransitionTime")) or datetime.now(
-            UTC
-        )
-        if run_created is not None:
-            self.metrics.run_to_anchor_seconds.observe(
-                max(0.0, (bound_at - run_created).total_seconds())
+        if moving is not None and moving[0] != node:
+            self.metrics.anchor_moves.labels(reason=_label(moving[1])).inc()
+            notice = anchor.moved_notice(moving[0], node, moving[1])
+            self.notifier.tell(ref, notice, (uid, "moved", node))
+        elif not annotations.get(names.ANNOTATION_ANCHORED_NODE):
+            self._observe_time_to_anchor(annotations, pod)
+            self.notifier.tell(
+                ref, Notice("Anchored", f"the run's pods go to node {node}", warning=False),
+                (uid, node),
             )
-        self.notifier.tell(
-            ref, Notice("Anchored", f"the run's pods go to node {node}", warning=False), (uid, node)
-        )
         self.kube.annotate_statefulset(ns, sts_name, {names.ANNOTATION_ANCHORED_NODE: node})
 
-    def on_task_pod(self, pod: Mapping[str, Any]) -> None:
-        """Count a pod of an anchored run that was bound elsewhere than its balloon."""
-        meta = pod.get("metadata") or {}
-        spec = pod.get("spec") or {}
+    def _observe_time_to_anchor(
+        self, annotations: Mapping[str, Any], pod: Mapping[str, Any]
+    ) -> None:
+        run_created = parse_time(annotations.get(names.ANNOTATION_RUN_CREATED))
+        bound = parse_time(scheduled_condition(pod).get("lastTransitionTime")) or datetime.now(UTC)
+        if run_created is not None:
+            seconds = max(0.0, (bound - run_created).total_seconds())
+            self.metrics.run_to_anchor_seconds.observe(seconds)
+
+    def on_task_pod(self, pod: Mapping[str, Any], deleted: bool = False) -> None:
+        """Records the pod; counts one of an anchored run bound where its run never was."""
+        run_uid = self.index.task_pod_event(pod, deleted)
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
         node = spec.get("nodeName")
-        run = tekton.task_run_pod_run(meta.get("labels") or {})
-        if not node or run is None or meta.get("uid") in self._misplaced:
+        if deleted or run_uid is None or not node or meta.get("uid") in self._misplaced:
             return
         ours = affinity.balloon_terms(spec)
-        if not ours or ours[0].get("topologyKey") != HOSTNAME or not run.uid:
+        if not ours or ours[0].get("topologyKey") != HOSTNAME:
             return
-        anchor = self.node_of(meta.get("namespace", ""), run.uid)
-        if anchor is None or anchor == node:
+        anchors = self.index.anchored_ever(run_uid)
+        if not anchors:
+            known = self.node_of(str(meta.get("namespace") or ""), run_uid)
+            anchors = [known] if known else []
+        if not anchors or node in anchors:
             return
-        self._misplaced.add(meta.get("uid", ""))
+        run = tekton.task_run_pod_run(meta.get("labels") or {})
+        self._misplaced.add(str(meta.get("uid") or ""))
         self.metrics.misplaced_pods.inc()
         self.notifier.tell(
-            pipelinerun_ref(run.name, meta.get("namespace", ""), run.uid),
+            pipelinerun_ref(run.name if run else "", str(meta.get("namespace") or ""), run_uid),
             Notice(
-                "PodMisplaced", f"pod {meta.get('name')} runs on {node}, its anchor on {anchor}"
+                "PodMisplaced",
+                f"pod {meta.get('name')} runs on {node}, its anchor on {anchors[-1]}",
             ),
             meta.get("uid"),
         )
+
+
+def _label(why: str) -> str:
+    """A bounded metric label from a reason text."""
+    for key in ("cordoned", "NotReady", "deleted", "tainted", "evicted", "preempted"):
+        if key in why:
+            return key
+    return "replaced"

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.core import names, policystatus
-from controller.core.reconcile import Notice
+from controller.core.notices import Notice
 from controller.kube.client import Kube
 from controller.operator.notify import Notifier
 from controller.settings import Settings

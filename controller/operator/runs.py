@@ -13,15 +13,19 @@ from typing import Any
 import structlog
 
 from controller.core import balloon, names, reconcile, tekton
+from controller.core.notices import Notice
 from controller.core.pods import scheduled_condition
-from controller.core.reconcile import Notice, Verb
+from controller.core.reconcile import Verb
 from controller.core.times import parse_time
 from controller.kube.client import ApiError, Kube, api_message
 from controller.kube.clusterview import ClusterView, Facts
 from controller.metrics import Metrics
 from controller.operator import policies
+from controller.operator.anchors import AnchorGuard
 from controller.operator.notify import Notifier, pipelinerun_ref
 from controller.operator.placement import Placement
+from controller.operator.podindex import PodIndex
+from controller.operator.waiting import WaitingPods
 from controller.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -34,7 +38,10 @@ class Operator:
         self.view = view
         self.metrics = metrics
         self.notifier = Notifier(kube)
-        self.placement = Placement(kube, metrics, self.notifier)
+        self.index = PodIndex()
+        self.placement = Placement(kube, metrics, self.notifier, self.index)
+        self.anchors = AnchorGuard(kube, self.index, self.placement, metrics, self.notifier)
+        self.waiting = WaitingPods(settings, self.index, metrics, self.notifier)
         view.subscribe(self.on_facts)
 
     # -- PipelineRuns ----------------------------------------------------------------------
@@ -113,7 +120,8 @@ class Operator:
         try:
             if decision.verb is Verb.CREATE:
                 assert decision.manifest is not None
-                _, created = self.kube.create_statefulset(decision.manifest)
+                made, created = self.kube.create_statefulset(decision.manifest)
+                self._protect(run, made)
                 if created:
                     self.metrics.balloons_created.inc()
                     self.metrics.balloons_active.inc()
@@ -135,6 +143,22 @@ class Operator:
                     reason,
                     f"{decision.verb} of the balloon failed: {exc.status} {api_message(exc)}; "
                     "the run's pods may wait for their anchor",
+                ),
+                run.uid,
+            )
+
+    def _protect(self, run: tekton.PipelineRun, statefulset: Mapping[str, Any]) -> None:
+        """The balloon's PodDisruptionBudget (core/balloon.disruption_budget). Without it a
+        drain may evict the anchor from under a running task: said, not fatal."""
+        try:
+            self.kube.create_pdb(balloon.disruption_budget(statefulset))
+        except ApiError as exc:
+            self.notifier.tell(
+                pipelinerun_ref(run.name, run.namespace, run.uid),
+                Notice(
+                    "BalloonUnprotected",
+                    f"the balloon's PodDisruptionBudget could not be made ({exc.status} "
+                    f"{api_message(exc)}): a drain of its node may evict the anchor",
                 ),
                 run.uid,
             )

@@ -20,6 +20,7 @@ class MemoryKube:
         self.statefulsets: dict[str, dict[str, Any]] = {}
         self.deleted: list[str] = []
         self.on_list_runs: list[Any] = []
+        self.budgets: dict[str, dict[str, Any]] = {}
 
     def list_pipelineruns(self) -> list[dict[str, Any]]:
         listed = [copy.deepcopy(r) for r in self.runs.values()]
@@ -49,6 +50,9 @@ class MemoryKube:
             },
         }
         return self.statefulsets[name], True
+
+    def create_pdb(self, manifest: dict[str, Any]) -> None:
+        self.budgets.setdefault(manifest["metadata"]["name"], copy.deepcopy(manifest))
 
     def delete_statefulset(self, namespace: str, name: str, uid: str | None = None) -> bool:
         self.deleted.append(name)
@@ -119,6 +123,22 @@ def test_replayed_events_create_one_balloon() -> None:
     for _ in range(5):
         operator.reconcile_run(body)
     assert len(kube.statefulsets) == 1
+
+
+def test_each_balloon_gets_a_budget_owned_by_its_statefulset() -> None:
+    """No eviction (a drain, an autoscaler) takes an anchor from under a running task; the
+    budget goes with the balloon."""
+    operator, kube = make()
+    body = factories.pipelinerun()
+    kube.runs[body["metadata"]["name"]] = body
+    operator.reconcile_run(body)
+    [sts] = kube.statefulsets.values()
+    [pdb] = kube.budgets.values()
+    assert pdb["spec"] == {"minAvailable": 1,
+                           "selector": {"matchLabels": sts["spec"]["selector"]["matchLabels"]}}
+    owner = pdb["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"], owner["uid"]) == (
+        "StatefulSet", sts["metadata"]["name"], sts["metadata"]["uid"])
 
 
 def test_a_stale_view_of_a_finished_run_makes_no_balloon() -> None:

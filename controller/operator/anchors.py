@@ -1,0 +1,110 @@
+"""Anchors on nodes that go away: moved when they may, kept and explained when they may not.
+
+Fed by the node watch: a node event concerns the runs anchored there (PodIndex). For each,
+core/nodes.py says whether the node can still keep the anchor and core/anchor.py whether the
+anchor moves. Moving is deleting the balloon pod (no grace on a node that will not confirm);
+its StatefulSet makes a new one and Placement says AnchorMoved once it is bound. An anchor
+that must stay is said on the run (AnchorNodeUnavailable) and looked at again every few seconds,
+so that it moves as soon as the pods holding it end.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+
+from controller.core import anchor, nodes
+from controller.kube.client import ApiError, Kube, api_message
+from controller.metrics import Metrics
+from controller.operator.notify import Notifier, pipelinerun_ref
+from controller.operator.placement import Placement
+from controller.operator.podindex import PodIndex
+
+log = structlog.get_logger(__name__)
+
+
+class AnchorGuard:
+    def __init__(
+        self,
+        kube: Kube,
+        index: PodIndex,
+        placement: Placement,
+        metrics: Metrics,
+        notifier: Notifier,
+    ) -> None:
+        self.kube = kube
+        self.index = index
+        self.placement = placement
+        self.metrics = metrics
+        self.notifier = notifier
+        self._nodes: dict[str, Mapping[str, Any] | None] = {}  # as the node watch last saw them
+        self._blocked: dict[str, str] = {}  # run uid -> node it cannot leave yet
+        self._lock = threading.Lock()
+
+    def on_node(self, node: Mapping[str, Any], deleted: bool = False) -> None:
+        name = str((node.get("metadata") or {}).get("name") or "")
+        with self._lock:
+            self._nodes[name] = None if deleted else node
+        for run_uid in self.index.anchored_on(name):
+            self.look_at(run_uid)
+
+    def recheck(self) -> None:
+        """Every few seconds: anchors that could not move may be free now."""
+        with self._lock:
+            blocked = list(self._blocked)
+        for run_uid in blocked:
+            self.look_at(run_uid)
+        self.metrics.anchor_blocked.set(len(self._blocked))
+
+    def look_at(self, run_uid: str) -> None:
+        pod = self.index.balloon(run_uid)
+        if pod is None or not pod.node:
+            with self._lock:
+                self._blocked.pop(run_uid, None)
+            return
+        with self._lock:
+            known = pod.node in self._nodes
+            node = self._nodes.get(pod.node)
+        if not known:
+            return  # the node watch has not told us of it yet
+        reason = nodes.unavailable(node, pod.tolerations)
+        if reason is None:
+            with self._lock:
+                if self._blocked.pop(run_uid, None) is not None:
+                    self.notifier.forget((run_uid, pod.node), "AnchorNodeUnavailable")
+            return
+        try:
+            claims = {
+                claim: self._mobility(pod.namespace, claim, pod.node) for claim in pod.claims
+            }
+        except ApiError as exc:
+            log.warning("claims of an anchor not read", error=api_message(exc), run=run_uid)
+            return
+        decision = anchor.decide(
+            anchor.Situation(pod.run_name, pod.node, reason, self.index.run_pods(run_uid), claims)
+        )
+        ref = pipelinerun_ref(pod.run_name, pod.namespace, run_uid)
+        if decision.verb is anchor.Verb.STAY:
+            with self._lock:
+                self._blocked[run_uid] = pod.node
+            if decision.notice is not None:
+                self.notifier.tell(ref, decision.notice, (run_uid, pod.node))
+            return
+        with self._lock:
+            self._blocked.pop(run_uid, None)
+        self.placement.expect_move(run_uid, pod.node, reason)
+        log.info("moving an anchor", run=f"{pod.namespace}/{pod.run_name}", node=pod.node,
+                 reason=reason, force=decision.force)
+        try:
+            self.kube.delete_pod(pod.namespace, pod.name, pod.uid, 0 if decision.force else None)
+        except ApiError as exc:
+            log.warning("anchor not moved", error=api_message(exc), run=run_uid)
+
+    def _mobility(self, namespace: str, claim: str, node: str) -> anchor.Mobility:
+        pvc = self.kube.get_pvc(namespace, claim)
+        volume = ((pvc or {}).get("spec") or {}).get("volumeName")
+        pv = self.kube.get_pv(str(volume)) if volume else None
+        return anchor.claim_mobility(pvc, pv, node)

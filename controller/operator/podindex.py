@@ -1,0 +1,179 @@
+"""What the leader's pod watch has told it, by run: balloon pods and TaskRun pods.
+
+A cache the pod events fill (no API calls): where each run's balloon is, the nodes it has been
+anchored on, the run's pods with their nodes and phases, and the pods waiting for a node.
+Every other part of the operator reads from here rather than asking the API server.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from controller.core import affinity, names, tekton
+from controller.core.anchor import RunPod
+from controller.core.pods import scheduled_condition
+from controller.core.times import parse_time
+from controller.core.waiting import Waiting
+
+
+@dataclass
+class BalloonPod:
+    name: str
+    namespace: str
+    uid: str
+    run_name: str
+    node: str
+    tolerations: tuple[Mapping[str, Any], ...]
+    claims: tuple[str, ...]
+
+
+@dataclass
+class RunState:
+    namespace: str = ""
+    name: str = ""
+    balloon: BalloonPod | None = None
+    # Every node a balloon pod of the run was bound to: a pod bound to any of them was placed
+    # beside its anchor of the time, never "misplaced".
+    anchors: list[str] = field(default_factory=list)
+    pods: dict[str, RunPod] = field(default_factory=dict)  # pod uid -> pod
+    waiting: dict[str, Waiting] = field(default_factory=dict)  # pod uid -> since when
+
+
+def _unschedulable(pod: Mapping[str, Any]) -> tuple[bool, str, datetime]:
+    cond = scheduled_condition(pod)
+    waiting = cond.get("status") == "False" and cond.get("reason") == "Unschedulable"
+    since = parse_time(cond.get("lastTransitionTime")) or datetime.now(UTC)
+    return waiting, str(cond.get("message") or ""), since
+
+
+class PodIndex:
+    def __init__(self) -> None:
+        self._runs: dict[str, RunState] = {}
+        self._lock = threading.Lock()
+
+    def _run(self, uid: str) -> RunState:
+        return self._runs.setdefault(uid, RunState())
+
+    # -- fed by the pod watch ------------------------------------------------------------------
+
+    def balloon_event(self, pod: Mapping[str, Any], deleted: bool) -> tuple[str, str | None]:
+        """Records a balloon pod event; returns (run uid, node it was bound to before, if it
+        was bound elsewhere or is gone)."""
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        labels = meta.get("labels") or {}
+        uid = str(labels.get(names.LABEL_RUN_UID) or "")
+        node = str(spec.get("nodeName") or "")
+        with self._lock:
+            state = self._run(uid)
+            state.namespace = str(meta.get("namespace") or state.namespace)
+            state.name = str(labels.get(names.LABEL_RUN) or state.name)
+            previous = state.balloon.node if state.balloon else None
+            waiting, message, since = _unschedulable(pod)
+            pod_uid = str(meta.get("uid") or "")
+            if deleted:
+                if state.balloon and state.balloon.uid == pod_uid:
+                    state.balloon = None
+                state.waiting.pop(pod_uid, None)
+                return uid, previous
+            state.balloon = BalloonPod(
+                name=str(meta.get("name") or ""),
+                namespace=state.namespace,
+                uid=pod_uid,
+                run_name=state.name,
+                node=node,
+                tolerations=tuple(t for t in spec.get("tolerations") or [] if isinstance(t, dict)),
+                claims=tuple(
+                    v["persistentVolumeClaim"]["claimName"]
+                    for v in spec.get("volumes") or []
+                    if isinstance(v, dict) and isinstance(v.get("persistentVolumeClaim"), dict)
+                ),
+            )
+            if node and node not in state.anchors:
+                state.anchors.append(node)
+            if waiting and not node:
+                old = state.waiting.get(pod_uid)
+                state.waiting[pod_uid] = Waiting(
+                    str(meta.get("name") or ""), old.since if old else since, message, balloon=True
+                )
+            else:
+                state.waiting.pop(pod_uid, None)
+            return uid, previous if previous and previous != node else None
+
+    def task_pod_event(self, pod: Mapping[str, Any], deleted: bool) -> str | None:
+        """Records a TaskRun pod event; returns its run's uid (None: not a pod of ours)."""
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        run = tekton.task_run_pod_run(meta.get("labels") or {})
+        if run is None or not run.uid or not affinity.balloon_terms(spec):
+            return None
+        pod_uid = str(meta.get("uid") or "")
+        with self._lock:
+            state = self._run(run.uid)
+            state.namespace = str(meta.get("namespace") or state.namespace)
+            state.name = state.name or run.name
+            if deleted:
+                state.pods.pop(pod_uid, None)
+                state.waiting.pop(pod_uid, None)
+                return run.uid
+            node = str(spec.get("nodeName") or "")
+            phase = str((pod.get("status") or {}).get("phase") or "Pending")
+            state.pods[pod_uid] = RunPod(str(meta.get("name") or ""), node, phase)
+            waiting, message, since = _unschedulable(pod)
+            if waiting and not node:
+                old = state.waiting.get(pod_uid)
+                anchor = state.balloon.node if state.balloon else ""
+                state.waiting[pod_uid] = Waiting(
+                    str(meta.get("name") or ""), old.since if old else since, message,
+                    anchor=anchor,
+                )
+            else:
+                state.waiting.pop(pod_uid, None)
+            return run.uid
+
+    def forget(self, run_uid: str) -> None:
+        with self._lock:
+            self._runs.pop(run_uid, None)
+
+    # -- read by the rest of the operator ------------------------------------------------------
+
+    def anchor(self, run_uid: str) -> str | None:
+        with self._lock:
+            state = self._runs.get(run_uid)
+            return state.balloon.node or None if state and state.balloon else None
+
+    def anchored_ever(self, run_uid: str) -> list[str]:
+        with self._lock:
+            state = self._runs.get(run_uid)
+            return list(state.anchors) if state else []
+
+    def balloon(self, run_uid: str) -> BalloonPod | None:
+        with self._lock:
+            state = self._runs.get(run_uid)
+            return state.balloon if state else None
+
+    def run_pods(self, run_uid: str) -> list[RunPod]:
+        with self._lock:
+            state = self._runs.get(run_uid)
+            return list(state.pods.values()) if state else []
+
+    def anchored_on(self, node: str) -> list[str]:
+        """Runs whose balloon pod is bound to the node."""
+        with self._lock:
+            return [uid for uid, s in self._runs.items() if s.balloon and s.balloon.node == node]
+
+    def runs(self) -> dict[str, tuple[str, str]]:
+        """Run uid -> (namespace, name), of every run the index knows."""
+        with self._lock:
+            return {uid: (s.namespace, s.name) for uid, s in self._runs.items()}
+
+    def waiting(self) -> list[tuple[str, str, str, Waiting]]:
+        """(run uid, namespace, run name, waiting pod) for every pod that waits for a node."""
+        with self._lock:
+            return [
+                (uid, s.namespace, s.name, w)
+                for uid, s in self._runs.items()
+                for w in s.waiting.values()
+            ]

@@ -1,0 +1,48 @@
+"""Pods that wait for a node: a Warning once they have waited past the grace period, and the
+gauges an alert rule reads (core/waiting.py decides; the PodIndex knows who waits)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from controller.core import waiting
+from controller.metrics import Metrics
+from controller.operator.notify import Notifier, pipelinerun_ref
+from controller.operator.podindex import PodIndex
+from controller.settings import Settings
+
+
+class WaitingPods:
+    def __init__(
+        self, settings: Settings, index: PodIndex, metrics: Metrics, notifier: Notifier
+    ) -> None:
+        self.settings = settings
+        self.index = index
+        self.metrics = metrics
+        self.notifier = notifier
+        self._reasons: set[str] = set()
+
+    def check(self, now: datetime | None = None) -> None:
+        """Every few seconds: say what has waited too long, and count who waits."""
+        now = now or datetime.now(UTC)
+        counts: dict[str, int] = {}
+        longest = 0.0
+        for run_uid, namespace, run_name, pod in self.index.waiting():
+            grace = (
+                self.settings.balloon_stuck_after if pod.balloon else self.settings.pod_stuck_after
+            )
+            counts[pod.reason] = counts.get(pod.reason, 0) + 1
+            longest = max(longest, (now - pod.since).total_seconds())
+            notice = waiting.notice(pod, now, grace)
+            if notice is not None:
+                if pod.balloon:
+                    self.metrics.balloon_problems.labels(reason="unschedulable").inc()
+                self.notifier.tell(
+                    pipelinerun_ref(run_name, namespace, run_uid),
+                    notice,
+                    (run_uid, pod.pod, notice.reason),
+                )
+        for reason in self._reasons | set(counts):
+            self.metrics.waiting_pods.labels(reason=reason).set(counts.get(reason, 0))
+        self._reasons |= set(counts)
+        self.metrics.longest_wait.set(longest)

@@ -1,0 +1,48 @@
+"""Pods that wait for a node: nothing said within the grace period, then the scheduler's words
+and what would free the pod."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from controller.core import waiting
+from controller.core.waiting import Waiting
+
+NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+CPU = "0/4 nodes are available: 1 Insufficient cpu, 3 node(s) didn't match pod affinity rules."
+
+
+@pytest.mark.parametrize(
+    ("message", "reason"),
+    [
+        (CPU, "cpu"),
+        ("0/4 nodes are available: 1 Too many pods, 3 node(s) didn't match pod affinity rules.", "pods"),
+        ("0/2 nodes are available: 1 node(s) had untolerated taint {ci: }, 1 node(s) didn't match pod affinity rules.", "taint"),
+        ("0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector.", "node-selector"),
+        ('0/3 nodes are available: persistentvolumeclaim "ws" not found.', "claim"),
+        ("0/3 nodes are available: 3 node(s) didn't match pod affinity rules.", "anchor"),
+        ("something new", "other"),
+    ],
+)
+def test_the_schedulers_words_give_a_reason(message: str, reason: str) -> None:
+    assert waiting.reason_of(message) == reason
+
+
+def test_nothing_is_said_within_the_grace_period() -> None:
+    pod = Waiting("build-a-pod", NOW - timedelta(seconds=10), CPU, anchor="n1")
+    assert waiting.notice(pod, NOW, grace=15) is None
+
+
+def test_a_task_pod_that_cannot_follow_its_anchor_is_a_warning_with_the_schedulers_words() -> None:
+    pod = Waiting("build-a-pod", NOW - timedelta(seconds=16), CPU, anchor="n1")
+    notice = waiting.notice(pod, NOW, grace=15)
+    assert notice is not None and notice.warning and notice.reason == "PodCannotFollowAnchor"
+    assert CPU in notice.message and "node n1" in notice.message and "CPU freed" in notice.message
+
+
+def test_a_balloon_that_waits_too_long_is_a_warning() -> None:
+    pod = Waiting("coschedule-x-0", NOW - timedelta(seconds=21), "0/4 nodes are available: 4 Insufficient memory.", balloon=True)
+    notice = waiting.notice(pod, NOW, grace=20)
+    assert notice is not None and notice.reason == "BalloonUnschedulable" and "21s" in notice.message

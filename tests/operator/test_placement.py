@@ -1,0 +1,92 @@
+"""The operator's idea of the anchor follows the balloon pod."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.core import balloon, names
+from controller.metrics import Metrics
+from controller.operator.placement import Placement
+from controller.operator.podindex import PodIndex
+from tests import factories
+
+RUN = factories.RUN_UID
+
+
+class Kube:
+    def __init__(self) -> None:
+        self.annotations: dict[str, str] = {}
+
+    def get_statefulset(self, namespace: str, name: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "annotations": dict(self.annotations)}}
+
+    def annotate_statefulset(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        self.annotations.update(annotations)
+
+    def list_balloon_pods(self, namespace: str, run_uid: str) -> list[dict[str, Any]]:
+        return []
+
+
+class Notifier:
+    def __init__(self) -> None:
+        self.said: list[tuple[str, str]] = []
+
+    def tell(self, involved: Any, notice: Any, key: Any) -> None:
+        self.said.append((notice.reason, notice.message))
+
+
+def balloon_pod(uid: str, node: str, **status: Any) -> dict[str, Any]:
+    return {"metadata": {"name": f"{balloon.balloon_name(RUN)}-0", "namespace": "team-a", "uid": uid,
+                         "labels": {**balloon.selector_labels(RUN), names.LABEL_RUN: "build-42"}},
+            "spec": {"nodeName": node, "volumes": [{"name": "c", "persistentVolumeClaim": {"claimName": "ws"}}]},
+            "status": status}
+
+
+def task_pod(name: str, node: str) -> dict[str, Any]:
+    pod = factories.taskrun_pod(task=name)
+    pod["metadata"]["uid"] = f"uid-{name}"
+    pod["spec"]["nodeName"] = node
+    pod["spec"]["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {**balloon.selector_labels(RUN)}},
+         "topologyKey": "kubernetes.io/hostname"}]}}
+    pod["status"] = {"phase": "Running"}
+    return pod
+
+
+def make() -> tuple[Placement, Notifier, Kube]:
+    kube, notifier = Kube(), Notifier()
+    return Placement(kube, Metrics(), notifier, PodIndex()), notifier, kube  # type: ignore[arg-type]
+
+
+def test_a_moved_anchor_is_said_with_both_nodes_and_pods_beside_either_are_not_misplaced() -> None:
+    """Measured before: a node deleted under an anchor gave a false PodMisplaced naming the old
+    node once the run went on on the new one."""
+    placement, notifier, _ = make()
+    placement.on_balloon_pod(balloon_pod("b1", "n1"))
+    placement.on_task_pod(task_pod("fetch", "n1"))
+    gone = balloon_pod("b1", "n1", conditions=[{"type": "DisruptionTarget", "status": "True",
+                                                 "reason": "DeletionByPodGC"}])
+    placement.on_balloon_pod(gone, deleted=True)
+    placement.on_balloon_pod(balloon_pod("b2", "n2"))
+    placement.on_task_pod(task_pod("build", "n2"))
+    placement.on_task_pod(task_pod("fetch", "n1"))  # a late event of the pod beside the old one
+    reasons = [r for r, _ in notifier.said]
+    assert reasons == ["Anchored", "AnchorMoved"]
+    moved = notifier.said[1][1]
+    assert "from node n1 (its node was deleted) to node n2" in moved
+
+
+def test_a_pod_bound_where_its_run_never_was_is_misplaced() -> None:
+    placement, notifier, _ = make()
+    placement.on_balloon_pod(balloon_pod("b1", "n1"))
+    placement.on_task_pod(task_pod("build", "n3"))
+    assert [r for r, _ in notifier.said] == ["Anchored", "PodMisplaced"]
+
+
+def test_the_anchor_moved_by_the_operator_says_why() -> None:
+    placement, notifier, _ = make()
+    placement.on_balloon_pod(balloon_pod("b1", "n1"))
+    placement.expect_move(RUN, "n1", "cordoned")
+    placement.on_balloon_pod(balloon_pod("b1", "n1"), deleted=True)
+    placement.on_balloon_pod(balloon_pod("b2", "n2"))
+    assert "from node n1 (cordoned) to node n2" in notifier.said[-1][1]
