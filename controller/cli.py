@@ -26,6 +26,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "reconcile", help="only the reconciler (leader election, watches); `run` starts it itself"
     )
     sub.add_parser("check", help="validate settings and cluster prerequisites, print a verdict")
+    explain = sub.add_parser(
+        "explain", help="where a run's pods went and why, and every problem known, for a person"
+    )
+    explain.add_argument("run", metavar="NAMESPACE/RUN")
     sub.add_parser("version", help="print the version")
     args = parser.parse_args(argv)
 
@@ -41,6 +45,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from controller.faces.check import check
 
         return check(settings)
+    if args.command == "explain":
+        from controller.faces import explain as explain_face
+
+        return explain_face.run(settings, args.run)
 
     from controller.faces.logging import configure
 

@@ -33,9 +33,9 @@ def claim_mobility(
         return Mobility.UNBOUND
     if pv is None:
         return Mobility.FOLLOWS  # bound, but its volume is not visible to us: assume networked
+    # The volume's node affinity says where it can be used (a local PV must have one; a
+    # cloud disk's names its zone): pinned to this one node, it cannot follow.
     spec = pv.get("spec") or {}
-    if spec.get("local"):
-        return Mobility.NODE_LOCAL
     terms = ((spec.get("nodeAffinity") or {}).get("required") or {}).get("nodeSelectorTerms")
     for term in terms or []:
         for expr in (term or {}).get("matchExpressions") or []:

@@ -65,8 +65,12 @@ def decide(obs: Observed) -> Decision:
         return Decision(Verb.NONE, "run lacks name, namespace or uid")
     if run.finished:
         return Decision(Verb.DELETE if exists else Verb.NONE, "run finished")
+    if run.opted_out and exists:
+        # Decided once: opting out after the balloon was made must not leave the run's pods
+        # that were already pinned to it waiting for an anchor that was taken away.
+        return Decision(Verb.KEEP, "opted out after its balloon was made; it ends with its run")
     if run.opted_out:
-        return Decision(Verb.DELETE if exists else Verb.NONE, "run opted out")
+        return Decision(Verb.NONE, "run opted out")
     if run.pending:
         return Decision(Verb.DELETE if exists else Verb.NONE, "run pending")
     if exists and not obs.namespace_enabled:

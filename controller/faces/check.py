@@ -8,6 +8,7 @@ from collections.abc import Callable
 from controller.core import names, tekton
 from controller.kube import access
 from controller.kube.client import ApiError, Kube, load_client_config
+from controller.kube.inspection import Inspection
 from controller.kube.leadership import default_namespace
 from controller.settings import Settings
 
@@ -21,7 +22,7 @@ def check(settings: Settings, out: Callable[[str], None] = print) -> int:
         results.append((level, what, detail))
 
     try:
-        kube = Kube(load_client_config(), timeout=10)
+        kube = Inspection(Kube(load_client_config(), timeout=10))
         say(OK, "cluster", f"reachable, Kubernetes {kube.server_version()}")
     except Exception as exc:
         say(FAIL, "cluster", f"not reachable: {_short(exc)}")

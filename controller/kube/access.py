@@ -45,8 +45,8 @@ REQUIRED: tuple[Access, ...] = (
         ("create",),
         "each balloon's budget: no eviction takes an anchor from under a running task",
     ),
-    Access("", "namespaces", ("list", "watch"), "which namespaces opted in"),
-    Access("", "events", ("create",), "tell run owners what happened"),
+    Access("", "namespaces", ("get", "list", "watch"), "which namespaces opted in"),
+    Access("", "events", ("create", "list"), "tell run owners what happened; `explain` reads"),
     Access(
         "",
         "configmaps",

@@ -244,46 +244,6 @@ class Kube:
                 return False
             raise
 
-    # -- what `check` asks -------------------------------------------------------------
-
-    def server_version(self) -> str:
-        return str(self.json(kubernetes.client.VersionApi(self.api).get_code).get("gitVersion"))
-
-    def crd_served_versions(self, name: str) -> list[str] | None:
-        """The served versions of a CustomResourceDefinition; None if it is not installed."""
-        ext = kubernetes.client.ApiextensionsV1Api(self.api)
-        crd = self.get_or_none(ext.read_custom_resource_definition, name)
-        if crd is None:
-            return None
-        versions = (crd.get("spec") or {}).get("versions") or []
-        return [str(v.get("name")) for v in versions if v.get("served")]
-
-    def configmap_data(self, namespace: str, name: str) -> dict[str, str] | None:
-        """A ConfigMap's data ({} when it has none); None if it does not exist."""
-        cm = self.get_or_none(self.core.read_namespaced_config_map, name, namespace)
-        return None if cm is None else dict(cm.get("data") or {})
-
-    def can_i(
-        self, group: str, resource: str, verb: str, namespace: str | None, subresource: str = ""
-    ) -> bool:
-        """A SelfSubjectAccessReview: may this client do that?"""
-        review = {
-            "apiVersion": "authorization.k8s.io/v1",
-            "kind": "SelfSubjectAccessReview",
-            "spec": {
-                "resourceAttributes": {
-                    "group": group,
-                    "resource": resource,
-                    "subresource": subresource or None,
-                    "verb": verb,
-                    "namespace": namespace,
-                }
-            },
-        }
-        authz = kubernetes.client.AuthorizationV1Api(self.api)
-        answer = self.json(authz.create_self_subject_access_review, review)
-        return bool((answer.get("status") or {}).get("allowed"))
-
     # -- events --------------------------------------------------------------------------
 
     def post_event(

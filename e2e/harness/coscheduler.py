@@ -102,6 +102,8 @@ class Coscheduler:
         env.update(
             {
                 "KUBECONFIG": str(self.kubeconfig or self.cluster.kubeconfig),
+                # The Lease holder's identity starts with it: leads() tells replicas apart.
+                "POD_NAME": self.name,
                 "COSCHEDULER_WEBHOOK_HOST": "127.0.0.1",
                 "COSCHEDULER_WEBHOOK_PORT": str(self.webhook_port),
                 "COSCHEDULER_WEBHOOK_CERT_FILE": str(self.cert),
@@ -160,6 +162,19 @@ class Coscheduler:
         assert pids, "no reconciler process"
         os.kill(pids[0], signal.SIGKILL)
         return pids[0]
+
+    def leads(self) -> bool:
+        """Does this replica's reconciler hold the Lease? (read from the Lease itself)"""
+        env = self.env()
+        name = env.get("COSCHEDULER_LEASE_NAME", "tekton-coscheduler")
+        namespace = env.get("POD_NAMESPACE", "default")
+        with self.cluster.api_client() as api:
+            try:
+                lease = client.CoordinationV1Api(api).read_namespaced_lease(name, namespace)
+            except ApiException:
+                return False
+        holder = lease.spec.holder_identity or ""
+        return bool(self.process) and holder.startswith(f"{self.name}_")
 
     def log(self, lines: int = 60) -> str:
         return self.process.tail(lines) if self.process else ""

@@ -106,7 +106,7 @@ def leader(cluster: ClusterHandle, replicas: list[Coscheduler]) -> Coscheduler:
     old one handing it back)."""
 
     def leading() -> Coscheduler | None:
-        return next((r for r in replicas if '"event": "leading"' in r.log(5000)), None)
+        return next((r for r in replicas if r.leads()), None)
 
     found: Coscheduler = cluster.wait_for(leading, timeout=30, what="a replica leads")
     return found

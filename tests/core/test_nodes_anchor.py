@@ -64,7 +64,8 @@ def test_which_claims_can_follow_the_anchor() -> None:
     assert anchor.claim_mobility(None, None, "n1") is Mobility.UNBOUND
     assert anchor.claim_mobility({"spec": {}}, None, "n1") is Mobility.UNBOUND
     assert anchor.claim_mobility(bound(), pv(nodeAffinity=on_node("n1")), "n1") is Mobility.NODE_LOCAL
-    assert anchor.claim_mobility(bound(), pv(local={"path": "/d"}), "n1") is Mobility.NODE_LOCAL
+    assert anchor.claim_mobility(bound(), pv(local={"path": "/d"}, nodeAffinity=on_node("n1")), "n1") is Mobility.NODE_LOCAL
+    assert anchor.claim_mobility(bound(), pv(nodeAffinity=on_node("n2")), "n1") is Mobility.FOLLOWS
     zonal = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
         {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}]}]}}
     assert anchor.claim_mobility(bound(), pv(nodeAffinity=zonal), "n1") is Mobility.FOLLOWS

@@ -59,6 +59,14 @@ def test_opted_out_run_gets_none() -> None:
     assert reconcile.decide(observe(body)).verb is Verb.NONE
 
 
+def test_opting_out_after_the_balloon_was_made_keeps_it_until_the_run_ends() -> None:
+    """Pods already pinned to the balloon would otherwise wait for an anchor that was taken."""
+    body = factories.pipelinerun(annotations={"tekton-coscheduler.dev/coschedule": "false"})
+    assert reconcile.decide(observe(body, existing=current_balloon())).verb is Verb.KEEP
+    body["status"]["conditions"][0]["status"] = "True"
+    assert reconcile.decide(observe(body, existing=current_balloon())).verb is Verb.DELETE
+
+
 def test_namespace_not_enabled_means_no_new_balloon_but_existing_ones_end_with_their_run() -> None:
     assert reconcile.decide(observe(enabled=False)).verb is Verb.NONE
     assert reconcile.decide(observe(enabled=False, existing=current_balloon())).verb is Verb.KEEP

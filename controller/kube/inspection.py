@@ -1,0 +1,75 @@
+"""Reads for a person at a terminal (`check`, `explain`): one object at a time, on demand.
+
+The operator never uses these: it reads from watch caches. They live apart from the client so
+that the client stays the operator's short list of calls.
+"""
+
+from __future__ import annotations
+
+import kubernetes
+
+from controller.kube.client import Kube, Obj
+
+
+class Inspection:
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    def server_version(self) -> str:
+        version = self.kube.json(kubernetes.client.VersionApi(self.kube.api).get_code)
+        return str(version.get("gitVersion"))
+
+    def crd_served_versions(self, name: str) -> list[str] | None:
+        """The served versions of a CustomResourceDefinition; None if it is not installed."""
+        ext = kubernetes.client.ApiextensionsV1Api(self.kube.api)
+        crd = self.kube.get_or_none(ext.read_custom_resource_definition, name)
+        if crd is None:
+            return None
+        versions = (crd.get("spec") or {}).get("versions") or []
+        return [str(v.get("name")) for v in versions if v.get("served")]
+
+    def configmap_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        """A ConfigMap's data ({} when it has none); None if it does not exist."""
+        cm = self.kube.get_or_none(self.kube.core.read_namespaced_config_map, name, namespace)
+        return None if cm is None else dict(cm.get("data") or {})
+
+    def can_i(
+        self, group: str, resource: str, verb: str, namespace: str | None, subresource: str = ""
+    ) -> bool:
+        """A SelfSubjectAccessReview: may this client do that?"""
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {
+                "resourceAttributes": {
+                    "group": group,
+                    "resource": resource,
+                    "subresource": subresource or None,
+                    "verb": verb,
+                    "namespace": namespace,
+                }
+            },
+        }
+        authz = kubernetes.client.AuthorizationV1Api(self.kube.api)
+        answer = self.kube.json(authz.create_self_subject_access_review, review)
+        return bool((answer.get("status") or {}).get("allowed"))
+
+    def get_namespace(self, name: str) -> Obj | None:
+        return self.kube.get_or_none(self.kube.core.read_namespace, name)
+
+    def get_node(self, name: str) -> Obj | None:
+        return self.kube.get_or_none(self.kube.core.read_node, name)
+
+    def list_pods(self, namespace: str, selector: str) -> list[Obj]:
+        return self.kube.items(
+            self.kube.core.list_namespaced_pod, namespace, label_selector=selector
+        )
+
+    def list_events(self, namespace: str, uid: str) -> list[Obj]:
+        """Events about the object with this uid, oldest first."""
+        events = self.kube.items(
+            self.kube.core.list_namespaced_event,
+            namespace,
+            field_selector=f"involvedObject.uid={uid}",
+        )
+        return sorted(events, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime")))

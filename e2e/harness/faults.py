@@ -1,0 +1,117 @@
+"""What happens to nodes in a real cluster, done to kwok nodes: cordon, taint, lose, delete,
+drain (through the Eviction API, as `kubectl drain` does), and volumes by zone or by node."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from e2e.harness.cluster import FAKE_NODE_ANNOTATION, LOCAL_STORAGE_CLASS
+from e2e.harness.cluster.api import ClusterApi
+
+HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+
+
+def cordon(cluster: ClusterApi, node: str, on: bool = True) -> None:
+    with cluster.api_client() as api:
+        client.CoreV1Api(api).patch_node(node, {"spec": {"unschedulable": on}})
+
+
+def taint(cluster: ClusterApi, node: str, key: str, effect: str = "NoSchedule") -> None:
+    with cluster.api_client() as api:
+        core = client.CoreV1Api(api)
+        taints = [t.to_dict() for t in core.read_node(node).spec.taints or []]
+        taints.append({"key": key, "value": "now", "effect": effect})
+        core.patch_node(node, {"spec": {"taints": taints}})
+
+
+def untaint(cluster: ClusterApi, node: str, key: str) -> None:
+    with cluster.api_client() as api:
+        core = client.CoreV1Api(api)
+        taints = [t.to_dict() for t in core.read_node(node).spec.taints or [] if t.key != key]
+        core.patch_node(node, {"spec": {"taints": taints}})
+
+
+def lose(cluster: ClusterApi, node: str) -> None:
+    """The node stops heart-beating, as when its kubelet or machine dies: kwok manages only
+    nodes carrying its annotation, so without it nothing renews the node's Lease or status, and
+    the node lifecycle controller marks it NotReady after its grace period."""
+    with cluster.api_client() as api:
+        client.CoreV1Api(api).patch_node(
+            node, {"metadata": {"annotations": {FAKE_NODE_ANNOTATION: None}}}
+        )
+
+
+def delete_node(cluster: ClusterApi, node: str) -> None:
+    with cluster.api_client() as api:
+        client.CoreV1Api(api).delete_node(node)
+
+
+def drain(cluster: ClusterApi, node: str, timeout: float = 120) -> tuple[float, int]:
+    """kubectl drain: cordon, then evict every pod on the node through the Eviction API,
+    retrying those a PodDisruptionBudget protects (429) until they are gone. Returns the seconds
+    it took and how many evictions were refused on the way."""
+    started, refused = time.monotonic(), 0
+    cordon(cluster, node)
+    with cluster.api_client() as api:
+        core = client.CoreV1Api(api)
+        while time.monotonic() - started < timeout:
+            pods = core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items
+            pods = [p for p in pods if p.metadata.deletion_timestamp is None]
+            if not pods:
+                return time.monotonic() - started, refused
+            for pod in pods:
+                body: Any = {"apiVersion": "policy/v1", "kind": "Eviction",
+                             "metadata": {"name": pod.metadata.name,
+                                          "namespace": pod.metadata.namespace}}
+                try:
+                    core.create_namespaced_pod_eviction(
+                        pod.metadata.name, pod.metadata.namespace, body)
+                except ApiException as exc:
+                    if exc.status == 429:
+                        refused += 1
+                    elif exc.status != 404:
+                        raise
+            time.sleep(1)
+    raise TimeoutError(f"drain of {node} did not finish in {timeout}s")
+
+
+def evict(cluster: ClusterApi, namespace: str, pod: str) -> int:
+    """One eviction through the Eviction API: 201, or the refusal's status (429: a budget)."""
+    body: Any = {"apiVersion": "policy/v1", "kind": "Eviction",
+                 "metadata": {"name": pod, "namespace": namespace}}
+    with cluster.api_client() as api:
+        try:
+            client.CoreV1Api(api).create_namespaced_pod_eviction(pod, namespace, body)
+        except ApiException as exc:
+            return int(exc.status)
+    return 201
+
+
+def add_pv(cluster: ClusterApi, key: str, value: str, size: str = "1Gi") -> str:
+    """A free ReadWriteOnce volume any node with label key=value can use: by zone (like cloud
+    block storage: the anchor may move within the zone) or by hostname (a local disk)."""
+    name = f"pv-{uuid.uuid4().hex[:10]}"
+    body: Any = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "capacity": {"storage": size},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": LOCAL_STORAGE_CLASS,
+            "volumeMode": "Filesystem",
+            "local": {"path": f"/mnt/e2e/{name}"},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": key, "operator": "In", "values": [value]}]}]}},
+        },
+    }
+    with cluster.api_client() as api:
+        client.CoreV1Api(api).create_persistent_volume(body)
+    return name

@@ -1,0 +1,173 @@
+"""Anchors in a real cluster: nodes that go away, pods that cannot follow.
+
+Each scenario gets a pool of two kwok nodes of its own in one zone: `small` (2 CPUs) and `big`
+(8 CPUs); every pod of its runs, balloon included, is held to the pool by the run's pod
+template. The anchor is made to land on `small` (big cordoned meanwhile), and the first task
+asks for more CPU than `small` has: it cannot follow its anchor, which is said (with the
+scheduler's words) within 30 s. Then `small` goes away in one of the ways a real node does;
+the anchor moves to `big` (the run's claim is a zonal volume, so it can follow), the waiting
+pod follows it, and the run succeeds. Where the anchor must not move (a task still runs there,
+or its volume lives on that node only) the run is told why and what frees it. Times from the
+node event to what we say are measured and printed.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from e2e.harness import faults
+from e2e.harness import tekton_runs as tr
+from e2e.harness.cluster import ClusterHandle
+from e2e.harness.coscheduler import Coscheduler
+from e2e.harness.runs import Runs
+
+pytestmark = [pytest.mark.e2e, pytest.mark.faults]
+
+POOL = "e2e.tekton-coscheduler.dev/pool"
+ZONE = "zone-faults"
+
+
+@dataclass
+class Pool:
+    label: dict[str, str]
+    small: str
+    big: str
+
+
+@pytest.fixture
+def pool(cluster: ClusterHandle, tekton: ClusterHandle, coscheduler: Coscheduler) -> Pool:
+    pid = uuid.uuid4().hex[:5]
+    label = {POOL: pid}
+    [small] = cluster.add_nodes(1, prefix=f"small-{pid}", cpu="2", zones=(ZONE,), labels=label)
+    [big] = cluster.add_nodes(1, prefix=f"big-{pid}", cpu="8", zones=(ZONE,), labels=label)
+    return Pool(label, small, big)
+
+
+def pipeline(name: str, pool: Pool, first_cpu: str, first_seconds: str = "1") -> dict[str, Any]:
+    """fetch (asking first_cpu) -> build, on one claim, every pod held to the pool."""
+    fetch, build = tr.task(tr.FETCH), tr.task("build", after=[tr.FETCH])
+    fetch["taskSpec"]["steps"][0]["computeResources"] = {"requests": {"cpu": first_cpu}}
+    return tr.pipelinerun(
+        name,
+        [fetch, build],
+        {tr.SHARED: tr.volume_claim_template()},
+        pod_template={"nodeSelector": dict(pool.label)},
+        task_annotations={tr.FETCH: {tr.RUN_SECONDS: first_seconds}},
+    )
+
+
+def said(s: Runs, run: dict[str, Any], reason: str, timeout: float = 45) -> Any:
+    uid = run["metadata"]["uid"]
+    return s.cluster.wait_for(
+        lambda: next((e for e in s.events(reason) if e.involved_object.uid == uid), None),
+        timeout=timeout,
+        what=f"{reason} on {run['metadata']['name']}",
+    )
+
+
+def anchored_on_small(s: Runs, pool: Pool, run_body: dict[str, Any]) -> dict[str, Any]:
+    faults.cordon(s.cluster, pool.big)
+    try:
+        run = s.start(run_body)
+        assert s.anchor(run) == pool.small
+    finally:
+        faults.cordon(s.cluster, pool.big, on=False)
+    return run
+
+
+def node_event(cluster: ClusterHandle, kind: str, node: str) -> None:
+    if kind == "cordon":
+        faults.cordon(cluster, node)
+    elif kind == "taint":
+        faults.taint(cluster, node, "e2e.tekton-coscheduler.dev/maintenance")
+    elif kind == "lost":
+        faults.lose(cluster, node)
+    elif kind == "deleted":
+        faults.delete_node(cluster, node)
+
+
+@pytest.fixture
+def zonal_runs(runs: Runs) -> Iterator[Runs]:
+    for _ in range(2):
+        faults.add_pv(runs.cluster, faults.ZONE, ZONE)
+    yield runs
+
+
+@pytest.mark.parametrize("kind", ["cordon", "taint", "lost", "deleted"])
+def test_the_anchor_moves_off_a_node_that_goes_away_and_the_waiting_pod_follows(
+    zonal_runs: Runs, pool: Pool, kind: str
+) -> None:
+    s = zonal_runs
+    run = anchored_on_small(s, pool, pipeline(tr.unique(kind), pool, first_cpu="4"))
+    waited = said(s, run, "PodCannotFollowAnchor")
+    assert "Insufficient cpu" in waited.message and pool.small in waited.message
+    started = time.monotonic()
+    node_event(s.cluster, kind, pool.small)
+    moved = said(s, run, "AnchorMoved", timeout=120 if kind == "lost" else 45)
+    took = time.monotonic() - started
+    print(f"\n{kind}: AnchorMoved {took:.1f}s after the node event: {moved.message}")
+    assert f"from node {pool.small}" in moved.message and f"to node {pool.big}" in moved.message
+    assert tr.outcome(s.done(run)) == ("True", "Succeeded")
+    pods = s.recorder.pods(run["metadata"]["uid"])
+    assert {p.task: p.node for p in pods} == {tr.FETCH: pool.big, "build": pool.big}
+    assert s.events("PodMisplaced") == []
+
+
+def test_a_drain_waits_for_the_anchor_to_move_and_no_longer(zonal_runs: Runs, pool: Pool) -> None:
+    """kubectl drain through the Eviction API: the balloon's budget refuses its eviction, the
+    operator sees the cordon and moves the anchor itself (no pod of the run runs there), and
+    the drain completes."""
+    s = zonal_runs
+    run = anchored_on_small(s, pool, pipeline(tr.unique("drain"), pool, first_cpu="4"))
+    said(s, run, "PodCannotFollowAnchor")
+    [balloon] = s.recorder.balloons(run["metadata"]["uid"])
+    assert faults.evict(s.cluster, s.ns, balloon.name) == 429  # the budget: not while it anchors
+    seconds, refused = faults.drain(s.cluster, pool.small)
+    print(f"\ndrain: done in {seconds:.1f}s, {refused} eviction(s) refused by the budget")
+    assert seconds < 30
+    said(s, run, "AnchorMoved")
+    assert tr.outcome(s.done(run)) == ("True", "Succeeded")
+
+
+def test_a_running_task_keeps_the_anchor_until_it_ends(zonal_runs: Runs, pool: Pool) -> None:
+    """Cordoned while fetch runs beside the anchor: the anchor stays (a running task is never
+    separated from its volume) and the run is told so; once fetch ends, it moves and build
+    follows."""
+    s = zonal_runs
+    run = anchored_on_small(
+        s, pool, pipeline(tr.unique("busy"), pool, first_cpu="100m", first_seconds="12"))
+    s.recorder.wait_pods(run["metadata"]["uid"], [tr.FETCH])
+    started = time.monotonic()
+    faults.cordon(s.cluster, pool.small)
+    stays = said(s, run, "AnchorNodeUnavailable")
+    print(f"\nrunning task: AnchorNodeUnavailable {time.monotonic() - started:.1f}s after the cordon")
+    assert "cordoned" in stays.message and "fetch" in stays.message and "those pods end" in stays.message
+    said(s, run, "AnchorMoved", timeout=60)
+    assert tr.outcome(s.done(run)) == ("True", "Succeeded")
+    pods = {p.task: p.node for p in s.recorder.pods(run["metadata"]["uid"])}
+    assert pods == {tr.FETCH: pool.small, "build": pool.big}
+
+
+def test_a_claim_on_the_nodes_own_disk_keeps_the_anchor_and_says_what_frees_it(
+    runs: Runs, pool: Pool
+) -> None:
+    s = runs
+    faults.add_pv(s.cluster, faults.HOSTNAME, pool.small)
+    run = anchored_on_small(s, pool, pipeline(tr.unique("local"), pool, first_cpu="100m",
+                                              first_seconds="1"))
+    s.recorder.wait_pods(run["metadata"]["uid"], [tr.FETCH])
+    faults.taint(s.cluster, pool.small, "e2e.tekton-coscheduler.dev/maintenance")
+    stays = said(s, run, "AnchorNodeUnavailable")
+    assert "live on volumes of that node only" in stays.message
+    assert "the taint is removed" in stays.message
+    time.sleep(5)
+    assert s.events("AnchorMoved") == []
+    faults.untaint(s.cluster, pool.small, "e2e.tekton-coscheduler.dev/maintenance")
+    assert tr.outcome(s.done(run)) == ("True", "Succeeded")
+    assert {p.node for p in s.recorder.pods(run["metadata"]["uid"])} == {pool.small}

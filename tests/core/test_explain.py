@@ -1,0 +1,70 @@
+"""`explain`: what a person reads about one run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.core import balloon, explain
+from controller.core.tekton import PipelineRun
+from controller.settings import Settings
+from tests import factories
+
+
+def sts() -> dict[str, Any]:
+    run = PipelineRun.from_body(factories.pipelinerun())
+    plan = balloon.plan(run, Settings().default_policy(), [], {"nodeSelector": {"pool": "ci"}})
+    return plan.manifest
+
+
+def balloon_pod(node: str) -> dict[str, Any]:
+    return {"metadata": {"name": "coschedule-x-0"}, "spec": {"nodeName": node}}
+
+
+def task_pod(name: str, node: str = "", message: str = "") -> dict[str, Any]:
+    pod = factories.taskrun_pod(task=name)
+    pod["spec"]["nodeName"] = node
+    pod["spec"]["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": balloon.selector_labels(factories.RUN_UID)},
+         "topologyKey": "kubernetes.io/hostname"}]}}
+    pod["status"] = {"phase": "Running" if node else "Pending"}
+    if message:
+        pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False",
+                                        "reason": "Unschedulable", "message": message}]
+    return pod
+
+
+def node(name: str, unschedulable: bool = False) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {"unschedulable": unschedulable},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def test_the_report_names_the_anchor_why_each_pod_and_claim_and_the_problems() -> None:
+    waiting = "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match pod affinity rules."
+    text = "\n".join(explain.report(explain.Observed(
+        run=factories.pipelinerun(),
+        namespace_enabled=True,
+        assistant_on=False,
+        balloon=sts(),
+        balloon_pods=[balloon_pod("n1")],
+        node=node("n1", unschedulable=True),
+        pods=[task_pod("fetch", "n1"), task_pod("build", message=waiting)],
+        pvcs={"source": {"spec": {"volumeName": "pv-1"}}},
+        pvs={"pv-1": {"spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}]}]}}}}},
+        events=[{"type": "Warning", "reason": "AnchorNodeUnavailable", "message": "it stays"}],
+    )))
+    assert "anchor: node n1" in text and "nodeSelector {'pool': 'ci'}" in text
+    assert "node n1 is cordoned" in text
+    assert "build-42-fetch-pod" in text and "build-42-build-pod" in text
+    assert "pv-1" in text and "no (on that node only)" in text
+    assert "pod build-42-build-pod waits" in text and "it needs cpu on node n1" in text
+    assert "AnchorNodeUnavailable: it stays" in text
+
+
+def test_a_run_that_is_not_there_says_so() -> None:
+    assert explain.report(explain.Observed(None, True, False, None)) == ["run: not found"]
+
+
+def test_a_namespace_that_did_not_opt_in_is_a_problem_with_its_remedy() -> None:
+    text = "\n".join(explain.report(explain.Observed(factories.pipelinerun(), False, False, None)))
+    assert "has not opted in" in text and "tekton-coscheduler.dev/enabled=true" in text
