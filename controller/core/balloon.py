@@ -68,6 +68,11 @@ class BalloonPlan:
     skipped_claims: tuple[str, ...]
     # Constraints of single tasks (taskRunSpecs) that no common node can meet.
     conflicts: tuple[str, ...]
+    # The policy's tolerations the run's pods do not carry: left off the balloon, which would
+    # otherwise anchor the run where its pods cannot follow.
+    dropped_tolerations: tuple[Mapping[str, Any], ...] = ()
+    # Pod-template constraints that may keep pods off the anchor's node.
+    cautions: tuple[str, ...] = ()
 
 
 def plan(
@@ -77,14 +82,18 @@ def plan(
     tekton_default_template: Mapping[str, Any] | None = None,
 ) -> BalloonPlan:
     template = scheduling.effective_template(tekton_default_template, run.pod_template)
-    pods = scheduling.constraints_of(template)
-    task_selectors = [
-        scheduling.constraints_of(scheduling.effective_template(template, t)).node_selector
-        for t in run.task_pod_templates.values()
-    ]
-    node_selector, conflicts = scheduling.merge_selectors(
-        policy.node_selector, pods.node_selector, *task_selectors
+    pods = scheduling.constraints_of(template)  # the run's own: priority, pull secrets
+    every = scheduling.combine(
+        scheduling.pod_templates(
+            tekton_default_template, run.pod_template, run.task_pod_templates, run.task_names()
+        )
     )
+    node_selector, conflicts = scheduling.merge_selectors(policy.node_selector, every.node_selector)
+    conflicts = [*every.conflicts, *conflicts]
+    carried = [t for t in policy.tolerations if any(
+        scheduling.covers(u, t) for u in every.tolerations
+    )]
+    dropped = tuple(t for t in policy.tolerations if t not in carried)
     mounted = sorted({c.name for c in claims if c.mountable_by_balloon})
     skipped = sorted({c.name for c in claims if not c.mountable_by_balloon} - set(mounted))
     name = balloon_name(run.uid)
@@ -124,10 +133,13 @@ def plan(
     }
     if node_selector:
         spec["nodeSelector"] = node_selector
-    tolerations = scheduling.union([*policy.tolerations, *pods.tolerations])
+    tolerations = scheduling.union([*every.tolerations, *carried])
     if tolerations:
         spec["tolerations"] = [dict(t) for t in tolerations]
-    affinity = _affinity(run.uid, policy, pods.node_affinity)
+    if every.runtime_class:
+        # Its RuntimeClass adds the same scheduling rules to the balloon as to the pods.
+        spec["runtimeClassName"] = every.runtime_class
+    affinity = _affinity(run.uid, policy, every.node_affinity)
     if affinity:
         spec["affinity"] = affinity
     priority = policy.priority_class_name or pods.priority_class_name
@@ -174,7 +186,9 @@ def plan(
             },
         },
     }
-    return BalloonPlan(manifest, tuple(mounted), tuple(skipped), tuple(conflicts))
+    return BalloonPlan(
+        manifest, tuple(mounted), tuple(skipped), tuple(conflicts), dropped, every.cautions
+    )
 
 
 def _affinity(

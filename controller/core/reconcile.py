@@ -109,6 +109,23 @@ def decide(obs: Observed) -> Decision:
                 warning=False,
             )
         )
+    if planned.dropped_tolerations:
+        keys = ", ".join(
+            f"{t.get('key') or '*'}:{t.get('effect') or '*'}" for t in planned.dropped_tolerations
+        )
+        notices.append(
+            Notice(
+                "PolicyTolerationNotCarried",
+                f"the namespace's policy tolerates {keys} for the balloon, but the run's pods do "
+                "not: the balloon does not use it, or it could anchor the run where its pods "
+                "cannot follow (give the pods the toleration in their pod template)",
+                warning=False,
+            )
+        )
+    if planned.cautions:
+        notices.append(
+            Notice("CoLocationMayFail", "; ".join(planned.cautions), warning=False)
+        )
     if obs.balloon is None:
         return Decision(Verb.CREATE, "live run without balloon", planned.manifest, tuple(notices))
     missing = set(planned.claims) - balloon.claim_names(obs.balloon)

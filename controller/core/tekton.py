@@ -138,9 +138,37 @@ class PipelineRun:
                 out[_str(entry.get("pipelineTaskName"))] = template
         return out
 
+    @property
+    def pipeline_spec(self) -> dict[str, Any]:
+        """The pipeline as the run embeds it, or as Tekton resolved it into the status."""
+        return _dict(self.spec.get("pipelineSpec")) or _dict(self.status.get("pipelineSpec"))
+
+    def task_names(self) -> set[str] | None:
+        """Names of the pipeline's tasks and finally tasks; None while the pipeline is unknown
+        (a pipelineRef not yet resolved by Tekton)."""
+        spec = self.pipeline_spec
+        if not spec:
+            return None
+        return {
+            _str(_dict(t).get("name"))
+            for t in [*_list(spec.get("tasks")), *_list(spec.get("finally"))]
+        }
+
     def claims(self) -> list[Claim]:
-        """Claims named in the run's workspaces, including Tekton's volumeClaimTemplate claims."""
+        """Claims the run's pods mount: its workspaces (by claim name, and the claims Tekton makes
+        for volumeClaimTemplate workspaces), its pod templates' volumes, and its inline tasks'
+        volumes. (Tasks by reference are known once resolved: their TaskRuns' pods show them.)"""
         found: dict[str, Claim] = {}
+        templates = [self.pod_template, *self.task_pod_templates.values()]
+        tasks = [*_list(self.pipeline_spec.get("tasks")), *_list(self.pipeline_spec.get("finally"))]
+        volumes = [
+            *(v for t in templates for v in _list(t.get("volumes"))),
+            *(v for task in tasks for v in _list(dig(task, "taskSpec", "volumes"))),
+        ]
+        for volume in volumes:
+            name = _str(dig(volume, "persistentVolumeClaim", "claimName"))
+            if name:
+                found.setdefault(name, Claim(name))
         for binding in _list(self.spec.get("workspaces")):
             binding = _dict(binding)
             claim_name = _str(dig(binding, "persistentVolumeClaim", "claimName"))

@@ -81,12 +81,16 @@ class Placement:
                 with self._lock:
                     self._moving.setdefault(uid, (node, gone_because(pod)))
             return
-        if not node:
-            return  # waiting for a node: core/waiting.py decides when that is worth saying
+        if not node or meta.get("deletionTimestamp"):
+            # Waiting for a node (core/waiting.py decides when that is worth saying), or on its
+            # way out: the anchor is where its successor will be bound.
+            return
         ns = str(meta.get("namespace") or "")
         ref = pipelinerun_ref(str(labels.get(names.LABEL_RUN) or ""), ns, uid)
         with self._lock:
-            moving = self._moving.pop(uid, None)
+            moving = self._moving.get(uid)
+            if moving is not None and moving[0] != node:
+                del self._moving[uid]
         if moving is None and left:
             moving = (left, "its pod was replaced")
         sts_name = balloon.balloon_name(uid)

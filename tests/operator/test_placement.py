@@ -90,3 +90,17 @@ def test_the_anchor_moved_by_the_operator_says_why() -> None:
     placement.on_balloon_pod(balloon_pod("b1", "n1"), deleted=True)
     placement.on_balloon_pod(balloon_pod("b2", "n2"))
     assert "from node n1 (cordoned) to node n2" in notifier.said[-1][1]
+
+
+def test_the_old_pods_last_events_do_not_lose_why_the_anchor_moved() -> None:
+    """Seen on the real API server: the terminating pod's update came before its deletion and
+    took the reason with it ("its pod was deleted" instead of "cordoned")."""
+    placement, notifier, _ = make()
+    placement.on_balloon_pod(balloon_pod("b1", "n1"))
+    placement.expect_move(RUN, "n1", "cordoned")
+    terminating = balloon_pod("b1", "n1")
+    terminating["metadata"]["deletionTimestamp"] = "2026-11-23T16:00:00Z"
+    placement.on_balloon_pod(terminating)
+    placement.on_balloon_pod(terminating, deleted=True)
+    placement.on_balloon_pod(balloon_pod("b2", "n2"))
+    assert "from node n1 (cordoned) to node n2" in notifier.said[-1][1]
