@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,7 +61,7 @@ def pipeline(name: str, pool: Pool, first_cpu: str, first_seconds: str = "1") ->
     )
 
 
-def said(s: Runs, run: dict[str, Any], reason: str, timeout: float = 45) -> Any:
+def said(s: Runs, run: dict[str, Any], reason: str, timeout: float = 60) -> Any:
     uid = run["metadata"]["uid"]
     return s.cluster.wait_for(
         lambda: next((e for e in s.events(reason) if e.involved_object.uid == uid), None),
@@ -92,18 +91,20 @@ def node_event(cluster: ClusterHandle, kind: str, node: str) -> None:
         faults.delete_node(cluster, node)
 
 
-@pytest.fixture
-def zonal_runs(runs: Runs) -> Iterator[Runs]:
+def volumes_across_the_pool(s: Runs, pool: Pool) -> None:
+    """Volumes any node of the pool can use, as cloud disks any node of a zone can: a claim
+    bound to one can follow its anchor to the pool's other node. (Keyed by the pool, not the
+    zone, so that no other test's volume is taken.)"""
     for _ in range(2):
-        faults.add_pv(runs.cluster, faults.ZONE, ZONE)
-    yield runs
+        faults.add_pv(s.cluster, POOL, pool.label[POOL])
 
 
 @pytest.mark.parametrize("kind", ["cordon", "taint", "lost", "deleted"])
 def test_the_anchor_moves_off_a_node_that_goes_away_and_the_waiting_pod_follows(
-    zonal_runs: Runs, pool: Pool, kind: str
+    runs: Runs, pool: Pool, kind: str
 ) -> None:
-    s = zonal_runs
+    s = runs
+    volumes_across_the_pool(s, pool)
     run = anchored_on_small(s, pool, pipeline(tr.unique(kind), pool, first_cpu="4"))
     waited = said(s, run, "PodCannotFollowAnchor")
     assert "Insufficient cpu" in waited.message and pool.small in waited.message
@@ -119,11 +120,12 @@ def test_the_anchor_moves_off_a_node_that_goes_away_and_the_waiting_pod_follows(
     assert s.events("PodMisplaced") == []
 
 
-def test_a_drain_waits_for_the_anchor_to_move_and_no_longer(zonal_runs: Runs, pool: Pool) -> None:
+def test_a_drain_waits_for_the_anchor_to_move_and_no_longer(runs: Runs, pool: Pool) -> None:
     """kubectl drain through the Eviction API: the balloon's budget refuses its eviction, the
     operator sees the cordon and moves the anchor itself (no pod of the run runs there), and
     the drain completes."""
-    s = zonal_runs
+    s = runs
+    volumes_across_the_pool(s, pool)
     run = anchored_on_small(s, pool, pipeline(tr.unique("drain"), pool, first_cpu="4"))
     said(s, run, "PodCannotFollowAnchor")
     [balloon] = s.recorder.balloons(run["metadata"]["uid"])
@@ -135,11 +137,12 @@ def test_a_drain_waits_for_the_anchor_to_move_and_no_longer(zonal_runs: Runs, po
     assert tr.outcome(s.done(run)) == ("True", "Succeeded")
 
 
-def test_a_running_task_keeps_the_anchor_until_it_ends(zonal_runs: Runs, pool: Pool) -> None:
+def test_a_running_task_keeps_the_anchor_until_it_ends(runs: Runs, pool: Pool) -> None:
     """Cordoned while fetch runs beside the anchor: the anchor stays (a running task is never
     separated from its volume) and the run is told so; once fetch ends, it moves and build
     follows."""
-    s = zonal_runs
+    s = runs
+    volumes_across_the_pool(s, pool)
     run = anchored_on_small(
         s, pool, pipeline(tr.unique("busy"), pool, first_cpu="100m", first_seconds="12"))
     s.recorder.wait_pods(run["metadata"]["uid"], [tr.FETCH])

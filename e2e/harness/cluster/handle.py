@@ -20,6 +20,7 @@ from .versions import find_binary
 T = TypeVar("T")
 
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+NODE_LEASE_SECONDS = 8
 LOCAL_STORAGE_CLASS = "local-wffc"
 STAGES_DIR = Path(__file__).resolve().parent / "stages"
 
@@ -96,7 +97,9 @@ class ClusterHandle(ClusterApi):
                 "--manage-all-nodes=false",
                 f"--manage-nodes-with-annotation-selector={FAKE_NODE_ANNOTATION}=fake",
                 f"--server-address=127.0.0.1:{port}",
-                "--node-lease-duration-seconds=40",
+                # Renewed every quarter of it: a node whose kwok stops renewing (faults.lose) is
+                # NotReady within the controller-manager's grace period (local.py: 12 s).
+                f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}",
                 "--cidr=10.244.0.1/16",
                 "--node-ip=10.0.0.1",
             ],

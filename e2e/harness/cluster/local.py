@@ -182,6 +182,10 @@ class LocalCluster(ClusterHandle):
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--kube-api-qps=100",
                 "--kube-api-burst=200",
+                # A node that stops renewing its Lease (kwok renews every 2 s) is NotReady after
+                # 12 s, not the default 50: scenarios of lost nodes take seconds, not minutes.
+                "--node-monitor-period=2s",
+                "--node-monitor-grace-period=12s",
             ],
         )
         self._wait_healthz(proc, health)
