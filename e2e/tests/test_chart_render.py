@@ -44,6 +44,7 @@ COMBINATIONS = {
                         "webhook.tls.caBundle": base64.b64encode(b"-----BEGIN CERTIFICATE-----").decode()},
     "policy-mode": {"admission.mode": "policy"},
     "one-replica-monitored": {"replicaCount": 1, "metrics.serviceMonitor.enabled": True,
+                              "metrics.prometheusRule.enabled": True,
                               "webhook.failurePolicy": "Ignore"},
     "tuned": {"config.isolation": "required", "config.topologyKey": "topology.kubernetes.io/zone",
               "config.balloon.priorityClassName": "ci-anchors",
@@ -126,6 +127,20 @@ def test_policy_mode_uses_the_chart_topology_key_as_the_default() -> None:
     docs = chart.render({"admission.mode": "policy", "config.topologyKey": "topology.kubernetes.io/zone"})
     variables = {v["name"]: v["expression"] for v in one(docs, "MutatingAdmissionPolicy")["spec"]["variables"]}
     assert variables["topologyKey"].count("'topology.kubernetes.io/zone'") == 2
+
+
+def test_the_alert_rules_read_metrics_the_controller_serves() -> None:
+    import re
+
+    from controller.metrics import Metrics
+
+    docs = chart.render({"metrics.prometheusRule.enabled": True})
+    rules = one(docs, "PrometheusRule")["spec"]["groups"][0]["rules"]
+    served = {m.name for m in Metrics().registry.collect()}
+    for rule in rules:
+        for name in re.findall(r"tekton_coscheduler_[a-z_]+", rule["expr"]):
+            assert name in served, f"{rule['alert']} reads {name}, which nothing serves"
+    assert "PrometheusRule" not in {d["kind"] for d in chart.render()}  # off by default
 
 
 def test_tls_modes() -> None:
