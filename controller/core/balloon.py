@@ -17,6 +17,7 @@ from controller.core.policy import EffectivePolicy, Isolation
 from controller.core.tekton import GROUP, PIPELINE_RUN_KIND, VERSION, Claim, PipelineRun
 
 NAME_PREFIX = "coschedule-"
+HOSTNAME = "kubernetes.io/hostname"
 # The StatefulSet controller labels pods with "<name>-<10 char hash>"; labels stop at 63.
 MAX_NAME = 52
 BALLOON_UID = 65532
@@ -73,6 +74,8 @@ class BalloonPlan:
     dropped_tolerations: tuple[Mapping[str, Any], ...] = ()
     # Pod-template constraints that may keep pods off the anchor's node.
     cautions: tuple[str, ...] = ()
+    # Other live runs this one shares a ReadWriteOnce claim with: anchored on their node.
+    sharing: tuple[str, ...] = ()
 
 
 def plan(
@@ -80,7 +83,10 @@ def plan(
     policy: EffectivePolicy,
     claims: Sequence[Claim],
     tekton_default_template: Mapping[str, Any] | None = None,
+    others: Mapping[str, Sequence[str]] | None = None,
 ) -> BalloonPlan:
+    """The balloon of `run`; `others` are the claims mounted by the other live balloons of its
+    namespace (run uid -> claim names)."""
     template = scheduling.effective_template(tekton_default_template, run.pod_template)
     pods = scheduling.constraints_of(template)  # the run's own: priority, pull secrets
     every = scheduling.combine(
@@ -139,7 +145,8 @@ def plan(
     if every.runtime_class:
         # Its RuntimeClass adds the same scheduling rules to the balloon as to the pods.
         spec["runtimeClassName"] = every.runtime_class
-    affinity = _affinity(run.uid, policy, every.node_affinity)
+    sharing = sharing_runs([c for c in claims if c.name in mounted], others or {})
+    affinity = _affinity(run.uid, policy, every.node_affinity, sharing)
     if affinity:
         spec["affinity"] = affinity
     priority = policy.priority_class_name or pods.priority_class_name
@@ -187,12 +194,31 @@ def plan(
         },
     }
     return BalloonPlan(
-        manifest, tuple(mounted), tuple(skipped), tuple(conflicts), dropped, every.cautions
+        manifest,
+        tuple(mounted),
+        tuple(skipped),
+        tuple(conflicts),
+        dropped,
+        every.cautions,
+        tuple(sharing),
     )
 
 
+def sharing_runs(
+    mounted: Sequence[Claim], others: Mapping[str, Sequence[str]]
+) -> list[str]:
+    """Other live runs whose balloons mount one of this run's ReadWriteOnce claims: a volume
+    attached to one node at a time, so their anchors must share a node (concurrent runs on one
+    claim, a parent and its child PipelineRun)."""
+    rwo = {c.name for c in mounted if c.single_node}
+    return sorted(uid for uid, claims in others.items() if rwo & set(claims))
+
+
 def _affinity(
-    run_uid: str, policy: EffectivePolicy, pods_node_affinity: Mapping[str, Any]
+    run_uid: str,
+    policy: EffectivePolicy,
+    pods_node_affinity: Mapping[str, Any],
+    sharing: Sequence[str] = (),
 ) -> dict[str, Any]:
     affinity: dict[str, Any] = {}
     node = scheduling.and_node_affinity(
@@ -200,8 +226,15 @@ def _affinity(
     )
     if node:
         affinity["nodeAffinity"] = node
-    if policy.affinity.get("podAffinity"):
-        affinity["podAffinity"] = dict(policy.affinity["podAffinity"])
+    pod_affinity = dict(policy.affinity.get("podAffinity") or {})
+    for other in sharing:
+        key = "requiredDuringSchedulingIgnoredDuringExecution"
+        pod_affinity[key] = [
+            *pod_affinity.get(key, []),
+            {"labelSelector": {"matchLabels": selector_labels(other)}, "topologyKey": HOSTNAME},
+        ]
+    if pod_affinity:
+        affinity["podAffinity"] = pod_affinity
     anti = dict(policy.affinity.get("podAntiAffinity") or {})
     if policy.isolation is not Isolation.NONE:
         term = {
@@ -210,8 +243,13 @@ def _affinity(
                     names.LABEL_MANAGED_BY: names.APP,
                     names.LABEL_COMPONENT: names.COMPONENT_BALLOON,
                 },
+                # A run sharing a claim with this one must share its node, isolated or not.
                 "matchExpressions": [
-                    {"key": names.LABEL_RUN_UID, "operator": "NotIn", "values": [run_uid]}
+                    {
+                        "key": names.LABEL_RUN_UID,
+                        "operator": "NotIn",
+                        "values": [run_uid, *sharing],
+                    }
                 ],
             },
             "topologyKey": policy.topology_key,

@@ -13,7 +13,7 @@ from typing import Any
 
 from controller.core import balloon, tekton
 from controller.core.notices import Notice
-from controller.core.policy import EffectivePolicy
+from controller.core.policy import EffectivePolicy, Isolation
 
 
 class Verb(enum.StrEnum):
@@ -35,6 +35,8 @@ class Observed:
     pvcs: Sequence[Mapping[str, Any]]
     balloon: Mapping[str, Any] | None
     balloon_pod_node: str | None = None
+    # Claims mounted by the other live balloons of the namespace (run uid -> claim names).
+    others: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,7 @@ def decide(obs: Observed) -> Decision:
         )
 
     planned = balloon.plan(
-        run, obs.policy, desired_claims(run, obs.pvcs), obs.tekton_default_template
+        run, obs.policy, desired_claims(run, obs.pvcs), obs.tekton_default_template, obs.others
     )
     notices = []
     if planned.conflicts:
@@ -120,6 +122,22 @@ def decide(obs: Observed) -> Decision:
                 "not: the balloon does not use it, or it could anchor the run where its pods "
                 "cannot follow (give the pods the toleration in their pod template)",
                 warning=False,
+            )
+        )
+    if planned.sharing:
+        isolated = obs.policy.isolation is Isolation.REQUIRED
+        notices.append(
+            Notice(
+                "SharedClaimIsolationConflict" if isolated else "SharesClaimWithRuns",
+                f"anchored beside run(s) {', '.join(planned.sharing)}: they mount a "
+                "ReadWriteOnce claim of this run, which one node at a time can attach"
+                + (
+                    "; the namespace's policy asks runs to be isolated (required), which "
+                    "gives way to the shared claim for these runs"
+                    if isolated
+                    else ""
+                ),
+                warning=isolated,
             )
         )
     if planned.cautions:

@@ -67,6 +67,12 @@ class Claim:
     access_modes: tuple[str, ...] = ()
 
     @property
+    def single_node(self) -> bool:
+        """Attachable to one node at a time: no ReadWriteMany or ReadOnlyMany mode (a claim
+        whose modes are not known yet counts as such)."""
+        return not {"ReadWriteMany", "ReadOnlyMany"} & set(self.access_modes)
+
+    @property
     def mountable_by_balloon(self) -> bool:
         # A ReadWriteOncePod claim held by the balloon would lock the run's own pods out.
         return READ_WRITE_ONCE_POD not in self.access_modes

@@ -159,6 +159,15 @@ class PodIndex:
             state = self._runs.get(run_uid)
             return list(state.pods.values()) if state else []
 
+    def mounted_claims(self, namespace: str, besides: str) -> dict[str, tuple[str, ...]]:
+        """Claims mounted by the live balloon pods of the namespace, by run, but `besides`."""
+        with self._lock:
+            return {
+                uid: s.balloon.claims
+                for uid, s in self._runs.items()
+                if uid != besides and s.balloon and s.namespace == namespace
+            }
+
     def anchored_on(self, node: str) -> list[str]:
         """Runs whose balloon pod is bound to the node."""
         with self._lock:

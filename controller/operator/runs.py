@@ -105,6 +105,7 @@ class Operator:
             tekton_default_template=facts.tekton_default_template,
             pvcs=self.kube.list_pvcs(run.namespace) if needs_claims else [],
             balloon=existing,
+            others=self.index.mounted_claims(run.namespace, run.uid) if needs_claims else {},
         )
 
     def _act(

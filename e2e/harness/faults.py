@@ -10,7 +10,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from e2e.harness.cluster import FAKE_NODE_ANNOTATION, LOCAL_STORAGE_CLASS
+from e2e.harness.cluster import LOCAL_STORAGE_CLASS
 from e2e.harness.cluster.api import ClusterApi
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -37,13 +37,22 @@ def untaint(cluster: ClusterApi, node: str, key: str) -> None:
         core.patch_node(node, {"spec": {"taints": taints}})
 
 
+PARTITIONED = "e2e.tekton-coscheduler.dev/partitioned"
+
+
 def lose(cluster: ClusterApi, node: str) -> None:
-    """The node stops heart-beating, as when its kubelet or machine dies: kwok manages only
-    nodes carrying its annotation, so without it nothing renews the node's Lease or status, and
-    the node lifecycle controller marks it NotReady after its grace period."""
+    """The node stops heart-beating, as when its kubelet or machine dies. The node controller
+    deems a node alive while either its Ready condition's heartbeat or its Lease moves, so both
+    must stop: a marker the kwok heartbeat stages exclude (cluster/stages), then the node's
+    Lease taken from kwok (it renews only a Lease it holds). NotReady follows within the
+    controller-manager's grace period. (Removing kwok's own annotation does not do it: kwok
+    keeps renewing what it already manages.)"""
     with cluster.api_client() as api:
-        client.CoreV1Api(api).patch_node(
-            node, {"metadata": {"annotations": {FAKE_NODE_ANNOTATION: None}}}
+        client.CoreV1Api(api).patch_node(node, {"metadata": {"annotations": {PARTITIONED: "true"}}})
+        time.sleep(1)  # kwok, still holding the Lease, processes the marker first
+        client.CoordinationV1Api(api).patch_namespaced_lease(
+            node, "kube-node-lease",
+            {"spec": {"holderIdentity": "e2e-partition", "leaseDurationSeconds": 3600}},
         )
 
 

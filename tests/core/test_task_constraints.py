@@ -104,3 +104,31 @@ def test_claims_of_pod_template_and_inline_task_volumes_are_the_runs() -> None:
     body["spec"]["pipelineSpec"] = {"tasks": [{"name": "t", "taskSpec": {"volumes": [
         {"name": "m", "persistentVolumeClaim": {"claimName": "maven"}}, {"name": "e", "emptyDir": {}}]}}]}
     assert {c.name for c in PipelineRun.from_body(body).claims()} == {"source", "cache", "maven"}
+
+
+def test_a_run_sharing_a_read_write_once_claim_is_anchored_beside_the_run_that_has_it() -> None:
+    from controller.core.tekton import Claim
+
+    run = PipelineRun.from_body(factories.pipelinerun())
+    others = {"parent-uid": ("source",), "unrelated": ("other",)}
+    plan = balloon.plan(run, Settings().default_policy(), [Claim("source", ("ReadWriteOnce",))], None, others)
+    terms = plan.manifest["spec"]["template"]["spec"]["affinity"]["podAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]
+    assert [t["labelSelector"]["matchLabels"]["tekton-coscheduler.dev/pipeline-run-uid"] for t in terms] == ["parent-uid"]
+    assert terms[0]["topologyKey"] == "kubernetes.io/hostname" and plan.sharing == ("parent-uid",)
+    shared = balloon.plan(run, Settings().default_policy(), [Claim("source", ("ReadWriteMany",))], None, others)
+    assert shared.sharing == ()  # many nodes can attach it: no need to share one
+
+
+def test_isolation_gives_way_to_a_shared_claim_and_says_so() -> None:
+    from controller.core.policy import Isolation
+
+    policy = Settings(isolation=Isolation.REQUIRED).default_policy()
+    obs = reconcile.Observed(run=PipelineRun.from_body(factories.pipelinerun()), namespace_enabled=True,
+                             assistant_blocks=False, policy=policy, tekton_default_template={}, pvcs=[],
+                             balloon=None, others={"parent-uid": ("source",)})
+    decision = reconcile.decide(obs)
+    assert "SharedClaimIsolationConflict" in [n.reason for n in decision.notices]
+    anti = decision.manifest["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][  # type: ignore[index]
+        "requiredDuringSchedulingIgnoredDuringExecution"][0]
+    assert "parent-uid" in anti["labelSelector"]["matchExpressions"][0]["values"]
