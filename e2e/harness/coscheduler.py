@@ -176,6 +176,32 @@ class Coscheduler:
         holder = lease.spec.holder_identity or ""
         return bool(self.process) and holder.startswith(f"{self.name}_")
 
+    def wait_effective(self, timeout: float = 60) -> None:
+        """Until this replica leads and admission pins pods: in policy mode the reconciler makes
+        the policy's bindings only once it leads (a few seconds after start), and a pod created
+        before that is not pinned. A dry-run TaskRun pod in an opted-in namespace tells."""
+        self.cluster.wait_for(self.leads, timeout=timeout, what=f"{self.name} leads")
+        probe_ns = f"probe-{self.name}"
+        with self.cluster.api_client() as api:
+            core = client.CoreV1Api(api)
+            try:
+                core.create_namespace({"metadata": {"name": probe_ns,  # type: ignore[arg-type]
+                                                    "labels": {names.NAMESPACE_LABEL: "true"}}})
+            except ApiException as e:
+                if e.status != 409:
+                    raise
+
+            def pinned() -> bool:
+                pod = {
+                    "metadata": {"name": "probe", "labels": {
+                        "tekton.dev/pipelineRun": "probe", "tekton.dev/taskRun": "probe-t"}},
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+                }
+                made = core.create_namespaced_pod(probe_ns, pod, dry_run="All")  # type: ignore[arg-type]
+                return made.spec.affinity is not None
+
+            self.cluster.wait_for(pinned, timeout=timeout, what="admission pins TaskRun pods")
+
     def log(self, lines: int = 60) -> str:
         return self.process.tail(lines) if self.process else ""
 

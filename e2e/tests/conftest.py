@@ -109,6 +109,7 @@ def coscheduler(cluster: ClusterHandle, nodes: list[str]) -> Iterator[Coschedule
         cluster, cluster.logs_dir / "chart-sa.kubeconfig"
     )
     operator.start()
+    operator.wait_effective()
     try:
         yield operator
     finally:

@@ -211,6 +211,7 @@ def main() -> int:
                 cluster, cluster.logs_dir / "chart-sa.kubeconfig"
             )
             operator.start()
+            operator.wait_effective()
             cluster.create_namespace(NAMESPACE, labels={names.NAMESPACE_LABEL: "true"})
         name = f"fan-out-in-{uuid.uuid4().hex[:5]}"
         with cluster.api_client() as api:
