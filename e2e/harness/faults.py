@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from e2e.harness.cluster import LOCAL_STORAGE_CLASS
+from e2e.harness import tekton_runs as tr
+from e2e.harness.cluster import LOCAL_STORAGE_CLASS, ClusterHandle
 from e2e.harness.cluster.api import ClusterApi
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -124,3 +126,68 @@ def add_pv(cluster: ClusterApi, key: str, value: str, size: str = "1Gi") -> str:
     with cluster.api_client() as api:
         client.CoreV1Api(api).create_persistent_volume(body)
     return name
+
+
+# -- a pool of two nodes for one scenario ---------------------------------------------------------
+
+POOL = "e2e.tekton-coscheduler.dev/pool"
+POOL_ZONE = "zone-faults"
+
+
+@dataclass
+class Pool:
+    """Two kwok nodes of one zone for one scenario: `small` (2 CPUs) and `big` (8 CPUs). Every
+    pod of the scenario's runs, balloon or assistant included, is held to them by the runs' pod
+    template, and their volumes are keyed by the pool so that no other scenario takes them."""
+
+    label: dict[str, str]
+    small: str
+    big: str
+
+
+def make_pool(cluster: ClusterHandle) -> Pool:
+    pid = uuid.uuid4().hex[:5]
+    label = {POOL: pid}
+    [small] = cluster.add_nodes(1, prefix=f"small-{pid}", cpu="2", zones=(POOL_ZONE,), labels=label)
+    [big] = cluster.add_nodes(1, prefix=f"big-{pid}", cpu="8", zones=(POOL_ZONE,), labels=label)
+    return Pool(label, small, big)
+
+
+def volumes_across_the_pool(cluster: ClusterApi, pool: Pool, count: int = 2) -> None:
+    """Volumes any node of the pool can use, as cloud disks any node of a zone can: a claim
+    bound to one can follow its anchor to the pool's other node."""
+    for _ in range(count):
+        add_pv(cluster, POOL, pool.label[POOL])
+
+
+def pool_pipeline(
+    name: str, pool: Pool, first_cpu: str, first_seconds: str = "1"
+) -> dict[str, Any]:
+    """fetch (asking first_cpu) -> build, on one claim, every pod held to the pool."""
+    fetch, build = tr.task(tr.FETCH), tr.task("build", after=[tr.FETCH])
+    fetch["taskSpec"]["steps"][0]["computeResources"] = {"requests": {"cpu": first_cpu}}
+    return tr.pipelinerun(
+        name,
+        [fetch, build],
+        {tr.SHARED: tr.volume_claim_template()},
+        pod_template={"nodeSelector": dict(pool.label)},
+        task_annotations={tr.FETCH: {tr.RUN_SECONDS: first_seconds}},
+    )
+
+
+NODE_EVENTS = ("cordon", "taint", "lost", "deleted", "drain")
+
+
+def node_event(cluster: ClusterApi, kind: str, node: str) -> None:
+    if kind == "cordon":
+        cordon(cluster, node)
+    elif kind == "taint":
+        taint(cluster, node, "e2e.tekton-coscheduler.dev/maintenance")
+    elif kind == "lost":
+        lose(cluster, node)
+    elif kind == "deleted":
+        delete_node(cluster, node)
+    elif kind == "drain":
+        drain(cluster, node)
+    else:
+        raise ValueError(kind)

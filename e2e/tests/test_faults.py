@@ -14,8 +14,6 @@ node event to what we say are measured and printed.
 from __future__ import annotations
 
 import time
-import uuid
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -24,41 +22,15 @@ from e2e.harness import faults
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import ClusterHandle
 from e2e.harness.coscheduler import Coscheduler
+from e2e.harness.faults import Pool
 from e2e.harness.runs import Runs
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
-POOL = "e2e.tekton-coscheduler.dev/pool"
-ZONE = "zone-faults"
-
-
-@dataclass
-class Pool:
-    label: dict[str, str]
-    small: str
-    big: str
-
 
 @pytest.fixture
 def pool(cluster: ClusterHandle, tekton: ClusterHandle, coscheduler: Coscheduler) -> Pool:
-    pid = uuid.uuid4().hex[:5]
-    label = {POOL: pid}
-    [small] = cluster.add_nodes(1, prefix=f"small-{pid}", cpu="2", zones=(ZONE,), labels=label)
-    [big] = cluster.add_nodes(1, prefix=f"big-{pid}", cpu="8", zones=(ZONE,), labels=label)
-    return Pool(label, small, big)
-
-
-def pipeline(name: str, pool: Pool, first_cpu: str, first_seconds: str = "1") -> dict[str, Any]:
-    """fetch (asking first_cpu) -> build, on one claim, every pod held to the pool."""
-    fetch, build = tr.task(tr.FETCH), tr.task("build", after=[tr.FETCH])
-    fetch["taskSpec"]["steps"][0]["computeResources"] = {"requests": {"cpu": first_cpu}}
-    return tr.pipelinerun(
-        name,
-        [fetch, build],
-        {tr.SHARED: tr.volume_claim_template()},
-        pod_template={"nodeSelector": dict(pool.label)},
-        task_annotations={tr.FETCH: {tr.RUN_SECONDS: first_seconds}},
-    )
+    return faults.make_pool(cluster)
 
 
 def said(s: Runs, run: dict[str, Any], reason: str, timeout: float = 60) -> Any:
@@ -80,36 +52,17 @@ def anchored_on_small(s: Runs, pool: Pool, run_body: dict[str, Any]) -> dict[str
     return run
 
 
-def node_event(cluster: ClusterHandle, kind: str, node: str) -> None:
-    if kind == "cordon":
-        faults.cordon(cluster, node)
-    elif kind == "taint":
-        faults.taint(cluster, node, "e2e.tekton-coscheduler.dev/maintenance")
-    elif kind == "lost":
-        faults.lose(cluster, node)
-    elif kind == "deleted":
-        faults.delete_node(cluster, node)
-
-
-def volumes_across_the_pool(s: Runs, pool: Pool) -> None:
-    """Volumes any node of the pool can use, as cloud disks any node of a zone can: a claim
-    bound to one can follow its anchor to the pool's other node. (Keyed by the pool, not the
-    zone, so that no other test's volume is taken.)"""
-    for _ in range(2):
-        faults.add_pv(s.cluster, POOL, pool.label[POOL])
-
-
 @pytest.mark.parametrize("kind", ["cordon", "taint", "lost", "deleted"])
 def test_the_anchor_moves_off_a_node_that_goes_away_and_the_waiting_pod_follows(
     runs: Runs, pool: Pool, kind: str
 ) -> None:
     s = runs
-    volumes_across_the_pool(s, pool)
-    run = anchored_on_small(s, pool, pipeline(tr.unique(kind), pool, first_cpu="4"))
+    faults.volumes_across_the_pool(s.cluster, pool)
+    run = anchored_on_small(s, pool, faults.pool_pipeline(tr.unique(kind), pool, first_cpu="4"))
     waited = said(s, run, "PodCannotFollowAnchor")
     assert "Insufficient cpu" in waited.message and pool.small in waited.message
     started = time.monotonic()
-    node_event(s.cluster, kind, pool.small)
+    faults.node_event(s.cluster, kind, pool.small)
     moved = said(s, run, "AnchorMoved", timeout=120 if kind == "lost" else 45)
     took = time.monotonic() - started
     print(f"\n{kind}: AnchorMoved {took:.1f}s after the node event: {moved.message}")
@@ -125,8 +78,8 @@ def test_a_drain_waits_for_the_anchor_to_move_and_no_longer(runs: Runs, pool: Po
     operator sees the cordon and moves the anchor itself (no pod of the run runs there), and
     the drain completes."""
     s = runs
-    volumes_across_the_pool(s, pool)
-    run = anchored_on_small(s, pool, pipeline(tr.unique("drain"), pool, first_cpu="4"))
+    faults.volumes_across_the_pool(s.cluster, pool)
+    run = anchored_on_small(s, pool, faults.pool_pipeline(tr.unique("drain"), pool, first_cpu="4"))
     said(s, run, "PodCannotFollowAnchor")
     [balloon] = s.recorder.balloons(run["metadata"]["uid"])
     assert faults.evict(s.cluster, s.ns, balloon.name) == 429  # the budget: not while it anchors
@@ -142,9 +95,9 @@ def test_a_running_task_keeps_the_anchor_until_it_ends(runs: Runs, pool: Pool) -
     separated from its volume) and the run is told so; once fetch ends, it moves and build
     follows."""
     s = runs
-    volumes_across_the_pool(s, pool)
+    faults.volumes_across_the_pool(s.cluster, pool)
     run = anchored_on_small(
-        s, pool, pipeline(tr.unique("busy"), pool, first_cpu="100m", first_seconds="12"))
+        s, pool, faults.pool_pipeline(tr.unique("busy"), pool, first_cpu="100m", first_seconds="12"))
     s.recorder.wait_pods(run["metadata"]["uid"], [tr.FETCH])
     started = time.monotonic()
     faults.cordon(s.cluster, pool.small)
@@ -162,7 +115,7 @@ def test_a_claim_on_the_nodes_own_disk_keeps_the_anchor_and_says_what_frees_it(
 ) -> None:
     s = runs
     faults.add_pv(s.cluster, faults.HOSTNAME, pool.small)
-    run = anchored_on_small(s, pool, pipeline(tr.unique("local"), pool, first_cpu="100m",
+    run = anchored_on_small(s, pool, faults.pool_pipeline(tr.unique("local"), pool, first_cpu="100m",
                                               first_seconds="1"))
     s.recorder.wait_pods(run["metadata"]["uid"], [tr.FETCH])
     faults.taint(s.cluster, pool.small, "e2e.tekton-coscheduler.dev/maintenance")
