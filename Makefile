@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_FLAGS ?=
 
-.PHONY: venv lint unit binaries e2e package test demo bench fuzz clean
+.PHONY: venv lint unit binaries e2e package test demo bench fuzz compare-faults clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,9 +51,17 @@ demo: venv
 	$(BIN)/python -m e2e.tools.demo
 
 bench: venv
-	bash e2e/build.sh etcd kubernetes kwok
+	bash e2e/build.sh etcd kubernetes kwok helm
 	$(BIN)/python -m bench.admission
 	$(BIN)/python -m bench.pod_churn
+	$(BIN)/python -m bench.admission_modes
+	$(BIN)/python -m bench.admission_parity
+	$(BIN)/python -m bench.webhook_under_load
+
+# Nodes that go away, with ours and with Tekton's assistant (not part of CI; about 15 minutes).
+compare-faults: venv
+	bash e2e/build.sh etcd kubernetes kwok tekton
+	$(BIN)/python -m e2e.tools.compare_faults
 
 # A million admission requests through the webhook's answer (tests/fuzz); not part of CI, which
 # runs a few thousand (tests/faces/test_admission_fuzz.py). About 6 minutes on two cores.

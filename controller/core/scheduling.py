@@ -1,8 +1,9 @@
 """Scheduling constraints that the pods of a run will carry, and how the balloon inherits them.
 
 Pure. Tekton (v1.15, pod.MergePodTemplateWithDefault) merges pod templates field by field: a
-field the higher template sets (present, even as `{}` or `[]`) replaces the lower one's whole,
-volumes and env merge by name. A task's `taskRunSpecs[].podTemplate` is merged over the run's
+field the higher template sets replaces the lower one's whole; volumes and env merge by name.
+An empty `{}` or `[]` counts as not set: Tekton's own admission webhook drops empty fields
+(omitempty on a round trip) before its reconcilers merge, so in a cluster they never override. A task's `taskRunSpecs[].podTemplate` is merged over the run's
 `taskRunTemplate.podTemplate`, which is merged over the cluster default. So tasks of one run may
 carry different constraints, and the balloon must go only where every one of them can follow:
 the union of their node selectors, all their required node affinities, and only the
@@ -36,17 +37,22 @@ class Constraints:
     image_pull_secrets: tuple[Mapping[str, Any], ...]
 
 
+def _set(template: Mapping[str, Any], name: str) -> Any:
+    value = template.get(name)
+    return value if value not in (None, {}, [], "") else None
+
+
 def effective_template(
     default: Mapping[str, Any] | None, run: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """Tekton's merge: each field from the higher template if it is there (Go's nil check: an
-    empty map or list counts as set), else from the lower one; volumes by name."""
+    """Tekton's merge: each field from the higher template if set, else from the lower one;
+    volumes by name."""
     lower, higher = default or {}, run or {}
     out: dict[str, Any] = {}
     for name in _FIELDS:
-        value = higher.get(name)
+        value = _set(higher, name)
         if value is None:
-            value = lower.get(name)
+            value = _set(lower, name)
         if value is not None:
             out[name] = value
     volumes = {
