@@ -25,33 +25,15 @@ from pathlib import Path
 
 from kubernetes import client
 
-from controller.core import admission_policy, names
-from e2e.harness import chart
+from controller.core import names
+from e2e.harness import parity
 from e2e.harness.cluster import LocalCluster
 from e2e.harness.cluster import tekton as tekton_cluster
-from e2e.harness.coscheduler import Coscheduler, install_crds
+from e2e.harness.coscheduler import install_crds
 from tests import factories
 
 WEBHOOK_LABEL = "bench.tekton-coscheduler.dev/webhook"
 PLUGINS = {"policy": "MutatingAdmissionPolicy", "webhook": "MutatingAdmissionWebhook"}
-
-
-def install_policy(cluster: LocalCluster) -> None:
-    """The chart's policy as it renders in policy mode, and the default binding the operator
-    would keep (made here by the same pure function)."""
-    [policy] = [d for d in chart.render({"admission.mode": "policy"})
-                if d["kind"] == "MutatingAdmissionPolicy"]
-    with cluster.api_client() as api:
-        custom = client.CustomObjectsApi(api)
-        made = custom.create_cluster_custom_object(
-            "admissionregistration.k8s.io", "v1", "mutatingadmissionpolicies", policy)
-        mode = admission_policy.PolicyMode(
-            policy_name=policy["metadata"]["name"], policy_uid=made["metadata"]["uid"],
-            namespace_label=names.NAMESPACE_LABEL, namespace_label_value="true",
-            excluded_namespaces=("kube-system",), default_topology_key="kubernetes.io/hostname")
-        for binding in admission_policy.desired(mode, {}, stand_aside=False):
-            custom.create_cluster_custom_object(
-                "admissionregistration.k8s.io", "v1", "mutatingadmissionpolicybindings", binding)
 
 
 def plugin_seconds(cluster: LocalCluster) -> dict[str, tuple[float, float]]:
@@ -113,12 +95,8 @@ def main() -> None:
         cluster.add_nodes(1)
         tekton_cluster.install(cluster, None)
         install_crds(cluster)
-        install_policy(cluster)
-        webhook = Coscheduler(cluster, env_overrides={
-            "POD_NAMESPACE": "default", "COSCHEDULER_RECONCILE": "false",
-            "COSCHEDULER_NAMESPACE_LABEL": WEBHOOK_LABEL, "COSCHEDULER_LOG_LEVEL": "WARNING"})
-        webhook.start()
-        webhook.register_webhook(name="bench-webhook", label=WEBHOOK_LABEL)
+        parity.install_policy(cluster)
+        webhook = parity.webhook_replica(cluster, WEBHOOK_LABEL, "bench-webhook")
         suffix = uuid.uuid4().hex[:5]
         namespaces = {
             "none": cluster.create_namespace(f"none-{suffix}"),

@@ -21,12 +21,11 @@ from typing import Any
 
 from hypothesis import HealthCheck, Phase, given, settings
 
-from bench.admission_modes import install_policy
 from controller.core import names
 from e2e.harness.cluster import LocalCluster
 from e2e.harness.cluster import tekton as tekton_cluster
-from e2e.harness.coscheduler import Coscheduler, install_crds
-from e2e.harness.parity import Pair
+from e2e.harness.coscheduler import install_crds
+from e2e.harness.parity import Pair, install_policy, webhook_replica
 from tests.fuzz import reviews
 
 WEBHOOK_LABEL = "bench.tekton-coscheduler.dev/parity-webhook"
@@ -59,11 +58,7 @@ def main() -> None:
         tekton_cluster.install(cluster, None)
         install_crds(cluster)
         install_policy(cluster)
-        webhook = Coscheduler(cluster, env_overrides={
-            "POD_NAMESPACE": "default", "COSCHEDULER_RECONCILE": "false",
-            "COSCHEDULER_NAMESPACE_LABEL": WEBHOOK_LABEL, "COSCHEDULER_LOG_LEVEL": "WARNING"})
-        webhook.start()
-        webhook.register_webhook(name="bench-parity", label=WEBHOOK_LABEL)
+        webhook = webhook_replica(cluster, WEBHOOK_LABEL, "bench-parity")
         suffix = uuid.uuid4().hex[:5]
         pair = Pair(
             cluster,

@@ -10,8 +10,10 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from controller.core import affinity
+from controller.core import admission_policy, affinity, names
+from e2e.harness import chart
 from e2e.harness.cluster import ClusterHandle
+from e2e.harness.coscheduler import Coscheduler
 
 
 class Pair:
@@ -66,3 +68,33 @@ def terms(pod: dict[str, Any]) -> list[dict[str, Any]]:
         ((pod["spec"].get("affinity") or {}).get("podAffinity") or {}).get(affinity.REQUIRED) or []
     )
     return found
+
+
+def install_policy(cluster: ClusterHandle) -> None:
+    """The chart's policy as it renders in policy mode, and the default binding the operator
+    would keep (made here by the same pure function)."""
+    [policy] = [d for d in chart.render({"admission.mode": "policy"})
+                if d["kind"] == "MutatingAdmissionPolicy"]
+    with cluster.api_client() as api:
+        custom = client.CustomObjectsApi(api)
+        made = custom.create_cluster_custom_object(
+            "admissionregistration.k8s.io", "v1", "mutatingadmissionpolicies", policy)
+        mode = admission_policy.PolicyMode(
+            policy_name=policy["metadata"]["name"], policy_uid=made["metadata"]["uid"],
+            namespace_label=names.NAMESPACE_LABEL, namespace_label_value="true",
+            excluded_namespaces=("kube-system",), default_topology_key="kubernetes.io/hostname")
+        for binding in admission_policy.desired(mode, {}, stand_aside=False):
+            custom.create_cluster_custom_object(
+                "admissionregistration.k8s.io", "v1", "mutatingadmissionpolicybindings", binding)
+
+
+def webhook_replica(cluster: ClusterHandle, label: str, name: str) -> Coscheduler:
+    """A webhook-only replica (no reconciler) for the namespaces carrying `label`, registered
+    under its own webhook configuration; the opt-in label stays the policy's."""
+    replica = Coscheduler(cluster, name=name, env_overrides={
+        "POD_NAMESPACE": "default", "COSCHEDULER_RECONCILE": "false",
+        "COSCHEDULER_ADMISSION_MODE": "webhook",
+        "COSCHEDULER_NAMESPACE_LABEL": label, "COSCHEDULER_LOG_LEVEL": "WARNING"})
+    replica.start()
+    replica.register_webhook(name=name, label=label)
+    return replica

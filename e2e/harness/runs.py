@@ -31,6 +31,15 @@ class Runs(Scenario):
             self.cluster, self.custom, self.ns, run["metadata"]["name"], timeout
         )
 
+    def said(self, run: Mapping[str, Any], reason: str, timeout: float = 60) -> Any:
+        """The first Event of this reason on the run, once there is one."""
+        uid = run["metadata"]["uid"]
+        return self.cluster.wait_for(
+            lambda: next((e for e in self.events(reason) if e.involved_object.uid == uid), None),
+            timeout=timeout,
+            what=f"{reason} on {run['metadata']['name']}",
+        )
+
     def anchor(self, run: Mapping[str, Any], timeout: float = 60) -> str:
         """The node of the run's first bound balloon pod, as our Anchored Event names it too."""
         uid, name = run["metadata"]["uid"], run["metadata"]["name"]

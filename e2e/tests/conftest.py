@@ -12,10 +12,11 @@ from collections.abc import Iterator, Mapping
 import pytest
 
 from controller.core import names
-from e2e.harness import chart
+from e2e.harness import faults, release
 from e2e.harness.cluster import Backend, BinaryNotFound, ClusterHandle, open_cluster
 from e2e.harness.cluster import tekton as tekton_cluster
 from e2e.harness.coscheduler import Coscheduler
+from e2e.harness.faults import Pool
 from e2e.harness.runs import Runs
 from e2e.harness.scenario import Scenario
 from e2e.harness.tekton_runs import PodRecorder
@@ -101,15 +102,7 @@ def coscheduler(cluster: ClusterHandle, nodes: list[str]) -> Iterator[Coschedule
         # loopback. On kind the chart runs in the cluster instead: e2e/tests/test_kind_install.py.
         pytest.skip("operator scenarios run on the local or an existing on-host control plane")
     tekton_cluster.install(cluster, None)  # Tekton's CRDs and ConfigMaps (coschedule: disabled)
-    operator = Coscheduler(cluster, env_overrides={"POD_NAMESPACE": chart.NAMESPACE})
-    chart.install(cluster, operator.webhook_url, operator.ca_bundle)
-    # The admission mode the chart chose (policy where the API server serves it).
-    operator.env_overrides = {**operator.env_overrides, **chart.settings_of(cluster)}
-    operator.kubeconfig = chart.service_account_kubeconfig(
-        cluster, cluster.logs_dir / "chart-sa.kubeconfig"
-    )
-    operator.start()
-    operator.wait_effective()
+    operator = release.deploy(cluster)
     try:
         yield operator
     finally:
@@ -150,3 +143,9 @@ def _runs(cluster: ClusterHandle, labels: Mapping[str, str]) -> Iterator[Runs]:
         scenario = Runs(cluster, ns, recorder)
         yield scenario
         scenario.close()
+
+
+@pytest.fixture
+def pool(cluster: ClusterHandle, tekton: ClusterHandle, coscheduler: Coscheduler) -> Pool:
+    """Two kwok nodes of one zone for one scenario (e2e/harness/faults.py)."""
+    return faults.make_pool(cluster)

@@ -20,26 +20,10 @@ import pytest
 
 from e2e.harness import faults
 from e2e.harness import tekton_runs as tr
-from e2e.harness.cluster import ClusterHandle
-from e2e.harness.coscheduler import Coscheduler
 from e2e.harness.faults import Pool
 from e2e.harness.runs import Runs
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
-
-
-@pytest.fixture
-def pool(cluster: ClusterHandle, tekton: ClusterHandle, coscheduler: Coscheduler) -> Pool:
-    return faults.make_pool(cluster)
-
-
-def said(s: Runs, run: dict[str, Any], reason: str, timeout: float = 60) -> Any:
-    uid = run["metadata"]["uid"]
-    return s.cluster.wait_for(
-        lambda: next((e for e in s.events(reason) if e.involved_object.uid == uid), None),
-        timeout=timeout,
-        what=f"{reason} on {run['metadata']['name']}",
-    )
 
 
 def anchored_on_small(s: Runs, pool: Pool, run_body: dict[str, Any]) -> dict[str, Any]:
@@ -59,11 +43,11 @@ def test_the_anchor_moves_off_a_node_that_goes_away_and_the_waiting_pod_follows(
     s = runs
     faults.volumes_across_the_pool(s.cluster, pool)
     run = anchored_on_small(s, pool, faults.pool_pipeline(tr.unique(kind), pool, first_cpu="4"))
-    waited = said(s, run, "PodCannotFollowAnchor")
+    waited = s.said(run, "PodCannotFollowAnchor")
     assert "Insufficient cpu" in waited.message and pool.small in waited.message
     started = time.monotonic()
     faults.node_event(s.cluster, kind, pool.small)
-    moved = said(s, run, "AnchorMoved", timeout=120 if kind == "lost" else 45)
+    moved = s.said(run, "AnchorMoved", timeout=120 if kind == "lost" else 45)
     took = time.monotonic() - started
     print(f"\n{kind}: AnchorMoved {took:.1f}s after the node event: {moved.message}")
     assert f"from node {pool.small}" in moved.message and f"to node {pool.big}" in moved.message
@@ -80,13 +64,13 @@ def test_a_drain_waits_for_the_anchor_to_move_and_no_longer(runs: Runs, pool: Po
     s = runs
     faults.volumes_across_the_pool(s.cluster, pool)
     run = anchored_on_small(s, pool, faults.pool_pipeline(tr.unique("drain"), pool, first_cpu="4"))
-    said(s, run, "PodCannotFollowAnchor")
+    s.said(run, "PodCannotFollowAnchor")
     [balloon] = s.recorder.balloons(run["metadata"]["uid"])
     assert faults.evict(s.cluster, s.ns, balloon.name) == 429  # the budget: not while it anchors
     seconds, refused = faults.drain(s.cluster, pool.small)
     print(f"\ndrain: done in {seconds:.1f}s, {refused} eviction(s) refused by the budget")
     assert seconds < 30
-    said(s, run, "AnchorMoved")
+    s.said(run, "AnchorMoved")
     assert tr.outcome(s.done(run)) == ("True", "Succeeded")
 
 
@@ -101,10 +85,10 @@ def test_a_running_task_keeps_the_anchor_until_it_ends(runs: Runs, pool: Pool) -
     s.recorder.wait_pods(run["metadata"]["uid"], [tr.FETCH])
     started = time.monotonic()
     faults.cordon(s.cluster, pool.small)
-    stays = said(s, run, "AnchorNodeUnavailable")
+    stays = s.said(run, "AnchorNodeUnavailable")
     print(f"\nrunning task: AnchorNodeUnavailable {time.monotonic() - started:.1f}s after the cordon")
     assert "cordoned" in stays.message and "fetch" in stays.message and "those pods end" in stays.message
-    said(s, run, "AnchorMoved", timeout=60)
+    s.said(run, "AnchorMoved", timeout=60)
     assert tr.outcome(s.done(run)) == ("True", "Succeeded")
     pods = {p.task: p.node for p in s.recorder.pods(run["metadata"]["uid"])}
     assert pods == {tr.FETCH: pool.small, "build": pool.big}
@@ -119,7 +103,7 @@ def test_a_claim_on_the_nodes_own_disk_keeps_the_anchor_and_says_what_frees_it(
                                               first_seconds="1"))
     s.recorder.wait_pods(run["metadata"]["uid"], [tr.FETCH])
     faults.taint(s.cluster, pool.small, "e2e.tekton-coscheduler.dev/maintenance")
-    stays = said(s, run, "AnchorNodeUnavailable")
+    stays = s.said(run, "AnchorNodeUnavailable")
     assert "live on volumes of that node only" in stays.message
     assert "the taint is removed" in stays.message
     time.sleep(5)

@@ -30,18 +30,6 @@ TAINT = "e2e.tekton-coscheduler.dev/dedicated"
 TOLERATE = {"key": TAINT, "operator": "Exists", "effect": "NoSchedule"}
 
 
-@pytest.fixture
-def pool(cluster: ClusterHandle, tekton: ClusterHandle, coscheduler: Coscheduler) -> Pool:
-    return faults.make_pool(cluster)
-
-
-def said(s: Runs, run: dict[str, Any], reason: str, timeout: float = 60) -> Any:
-    uid = run["metadata"]["uid"]
-    return s.cluster.wait_for(
-        lambda: next((e for e in s.events(reason) if e.involved_object.uid == uid), None),
-        timeout=timeout, what=f"{reason} on {run['metadata']['name']}")
-
-
 def two_tasks(name: str, pool: Pool, **kw: Any) -> dict[str, Any]:
     return tr.pipelinerun(name, [tr.task("first"), tr.task("second", after=["first"])],
                           {tr.SHARED: tr.volume_claim_template()},
@@ -102,7 +90,7 @@ def test_two_runs_on_one_read_write_once_claim_share_a_node(runs: Runs, pool: Po
         second = s.start(tr.pipelinerun(tr.unique("two"), [tr.task("work")],
                                         {tr.SHARED: tr.claim("shared")},
                                         pod_template={"nodeSelector": dict(pool.label)}))
-        shares = said(s, second, "SharesClaimWithRuns")
+        shares = s.said(second, "SharesClaimWithRuns")
         assert first["metadata"]["uid"] in shares.message
         time.sleep(5)
         assert s.recorder.first_balloon_node(second["metadata"]["uid"]) is None  # ...it waits
@@ -152,7 +140,7 @@ def test_a_preempted_balloon_moves_and_says_so(
                  "nodeSelector": {"kubernetes.io/hostname": pool.small},
                  "containers": [{"name": "c", "image": "busybox",
                                  "resources": {"requests": {"cpu": "2"}}}]}})
-    moved = said(s, run, "AnchorMoved")
+    moved = s.said(run, "AnchorMoved")
     assert "preempted" in moved.message and f"to node {pool.big}" in moved.message
     assert tr.outcome(s.done(run)) == ("True", "Succeeded")
 
@@ -169,7 +157,7 @@ def test_explain_says_where_the_pods_went_and_what_holds_the_anchor(
     finally:
         faults.cordon(s.cluster, pool.big, on=False)
     faults.taint(s.cluster, pool.small, TAINT)
-    said(s, run, "AnchorNodeUnavailable")
+    s.said(run, "AnchorNodeUnavailable")
     exe = Path(sys.executable).with_name("tekton-coscheduler")
     out = subprocess.run([str(exe), "explain", f"{s.ns}/{run['metadata']['name']}"],
                          env=coscheduler.env(), capture_output=True, text=True, timeout=60)

@@ -23,7 +23,7 @@ from typing import Any
 from kubernetes import client
 
 from controller.core import names
-from e2e.harness import chart
+from e2e.harness import release
 from e2e.harness.cluster import ClusterHandle, LocalCluster
 from e2e.harness.coscheduler import Coscheduler
 
@@ -203,15 +203,7 @@ def main() -> int:
         with step(
             "helm install tekton-coscheduler; its controller runs here as the chart's account"
         ):
-            operator = Coscheduler(cluster, env_overrides={"POD_NAMESPACE": chart.NAMESPACE})
-            chart.install(cluster, operator.webhook_url, operator.ca_bundle)
-            # The admission mode the chart chose (policy where the API server serves it).
-            operator.env_overrides = {**operator.env_overrides, **chart.settings_of(cluster)}
-            operator.kubeconfig = chart.service_account_kubeconfig(
-                cluster, cluster.logs_dir / "chart-sa.kubeconfig"
-            )
-            operator.start()
-            operator.wait_effective()
+            operator = release.deploy(cluster)
             cluster.create_namespace(NAMESPACE, labels={names.NAMESPACE_LABEL: "true"})
         name = f"fan-out-in-{uuid.uuid4().hex[:5]}"
         with cluster.api_client() as api:

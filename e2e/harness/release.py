@@ -1,0 +1,23 @@
+"""tekton-coscheduler as an administrator installs it: the Helm chart on the cluster, and its
+controller running on this host with the chart's ServiceAccount identity and the settings the
+chart chose (the admission mode: policy where the API server serves it)."""
+
+from __future__ import annotations
+
+from e2e.harness import chart
+from e2e.harness.cluster import ClusterHandle
+from e2e.harness.coscheduler import Coscheduler
+
+
+def deploy(cluster: ClusterHandle) -> Coscheduler:
+    """Installs the chart, starts the controller, and returns once it leads and admission pins
+    TaskRun pods. Stop it with .stop()."""
+    operator = Coscheduler(cluster, env_overrides={"POD_NAMESPACE": chart.NAMESPACE})
+    chart.install(cluster, operator.webhook_url, operator.ca_bundle)
+    operator.env_overrides = {**operator.env_overrides, **chart.settings_of(cluster)}
+    operator.kubeconfig = chart.service_account_kubeconfig(
+        cluster, cluster.logs_dir / "chart-sa.kubeconfig"
+    )
+    operator.start()
+    operator.wait_effective()
+    return operator
