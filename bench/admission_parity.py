@@ -38,7 +38,8 @@ def generated(count: int) -> list[dict[str, Any]]:
               suppress_health_check=list(HealthCheck), phases=[Phase.generate])
     @given(pod=reviews.pods())
     def collect(pod: Any) -> None:
-        if len(pods) < count and isinstance(pod, dict) and reviews.schema_valid(pod):
+        if (len(pods) < count and isinstance(pod, dict)
+                and isinstance(pod.get("metadata"), dict) and reviews.schema_valid(pod)):
             pods.append(pod)
 
     collect()
