@@ -3,9 +3,9 @@
 Pure. Tekton (v1.15, pod.MergePodTemplateWithDefault) merges pod templates field by field: a
 field the higher template sets replaces the lower one's whole; volumes and env merge by name.
 An empty `{}` or `[]` counts as not set: Tekton's own admission webhook drops empty fields
-(omitempty on a round trip) before its reconcilers merge, so in a cluster they never override. A task's `taskRunSpecs[].podTemplate` is merged over the run's
-`taskRunTemplate.podTemplate`, which is merged over the cluster default. So tasks of one run may
-carry different constraints, and the balloon must go only where every one of them can follow:
+(omitempty on a round trip) before its reconcilers merge, so in a cluster they never override.
+A task's `taskRunSpecs[].podTemplate` is merged over the run's `taskRunTemplate.podTemplate`,
+which is merged over the cluster default. So tasks of one run may carry different constraints, and the balloon must go only where every one of them can follow:
 the union of their node selectors, all their required node affinities, and only the
 tolerations they all carry.
 """

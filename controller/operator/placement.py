@@ -135,6 +135,15 @@ class Placement:
             anchors = [known] if known else []
         if not anchors or node in anchors:
             return
+        # The pod watch delivers different pods' events in no fixed order: a task pod bound
+        # beside a new balloon can come before the balloon's own event. Ask before saying.
+        namespace = str(meta.get("namespace") or "")
+        live = {
+            str((p.get("spec") or {}).get("nodeName") or "")
+            for p in self.kube.list_balloon_pods(namespace, run_uid)
+        }
+        if node in live:
+            return
         run = tekton.task_run_pod_run(meta.get("labels") or {})
         self._misplaced.add(str(meta.get("uid") or ""))
         self.metrics.misplaced_pods.inc()

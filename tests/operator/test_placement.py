@@ -16,6 +16,7 @@ RUN = factories.RUN_UID
 class Kube:
     def __init__(self) -> None:
         self.annotations: dict[str, str] = {}
+        self.balloon_pods: list[dict[str, Any]] = []
 
     def get_statefulset(self, namespace: str, name: str) -> dict[str, Any]:
         return {"metadata": {"name": name, "annotations": dict(self.annotations)}}
@@ -24,7 +25,7 @@ class Kube:
         self.annotations.update(annotations)
 
     def list_balloon_pods(self, namespace: str, run_uid: str) -> list[dict[str, Any]]:
-        return []
+        return self.balloon_pods
 
 
 class Notifier:
@@ -104,3 +105,13 @@ def test_the_old_pods_last_events_do_not_lose_why_the_anchor_moved() -> None:
     placement.on_balloon_pod(terminating, deleted=True)
     placement.on_balloon_pod(balloon_pod("b2", "n2"))
     assert "from node n1 (cordoned) to node n2" in notifier.said[-1][1]
+
+
+def test_a_pod_bound_beside_a_new_balloon_whose_event_is_late_is_not_misplaced() -> None:
+    """Seen with a lost node: the fetch pod's bind event came before the new balloon's, and a
+    false PodMisplaced named the old node."""
+    placement, notifier, kube = make()
+    placement.on_balloon_pod(balloon_pod("b1", "n1"))
+    kube.balloon_pods = [balloon_pod("b2", "n2")]  # what the API server says now
+    placement.on_task_pod(task_pod("fetch", "n2"))
+    assert [r for r, _ in notifier.said] == ["Anchored"]
