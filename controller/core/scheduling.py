@@ -5,9 +5,9 @@ field the higher template sets replaces the lower one's whole; volumes and env m
 An empty `{}` or `[]` counts as not set: Tekton's own admission webhook drops empty fields
 (omitempty on a round trip) before its reconcilers merge, so in a cluster they never override.
 A task's `taskRunSpecs[].podTemplate` is merged over the run's `taskRunTemplate.podTemplate`,
-which is merged over the cluster default. So tasks of one run may carry different constraints, and the balloon must go only where every one of them can follow:
-the union of their node selectors, all their required node affinities, and only the
-tolerations they all carry.
+which is merged over the cluster default. So tasks of one run may carry different constraints,
+and the balloon must go only where every one of them can follow: the union of their node
+selectors, all their required node affinities, and only the tolerations they all carry.
 """
 
 from __future__ import annotations
