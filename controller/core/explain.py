@@ -144,7 +144,9 @@ def _claims(o: Observed, node_name: str, out: list[str]) -> None:
         pvc = o.pvcs[name]
         volume = str(((pvc or {}).get("spec") or {}).get("volumeName") or "")
         pv = o.pvs.get(volume) if volume else None
-        mobility = anchor.claim_mobility(pvc, pv, node_name) if pvc is not None else None
+        mobility = (
+            anchor.claim_mobility(pvc, pv, node_name) if pvc is not None and node_name else None
+        )
         rows.append([name, volume or ("(missing)" if pvc is None else "(not bound)"),
                      _where(pv), {None: "-", anchor.Mobility.UNBOUND: "yes (not bound yet)",
                                   anchor.Mobility.FOLLOWS: "yes",

@@ -150,12 +150,13 @@ def test_explain_says_where_the_pods_went_and_what_holds_the_anchor(
 ) -> None:
     s = runs
     faults.add_pv(s.cluster, faults.HOSTNAME, pool.small)
-    run = s.start(faults.pool_pipeline(tr.unique("explain"), pool, "100m", first_seconds="1"))
+    run = s.start(faults.pool_pipeline(tr.unique("explain"), pool, "100m", first_seconds="20"))
     faults.cordon(s.cluster, pool.big)
     try:
         assert s.anchor(run) == pool.small
     finally:
         faults.cordon(s.cluster, pool.big, on=False)
+    s.recorder.wait_pods(run["metadata"]["uid"], [tr.FETCH])  # fetch runs there for 20 s
     faults.taint(s.cluster, pool.small, TAINT)
     s.said(run, "AnchorNodeUnavailable")
     exe = Path(sys.executable).with_name("tekton-coscheduler")
