@@ -1,24 +1,55 @@
-"""Pure: the Lease protocol of leader election, as client-go's leaderelection speaks it."""
+"""Pure: the Lease protocol of leader election, as client-go's leaderelection speaks it.
+
+Expiry is judged as client-go does, by the candidate's own clock and what it observed: a Lease
+held by another expires when its record has not changed for leaseDurationSeconds since this
+candidate first saw it as it is. The holder's renewTime is never compared with the local
+clock, so clocks that disagree cannot make two leaders.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from controller.core.times import micro_time, parse_time
+from controller.core.times import micro_time
 
 
-def may_take(spec: Mapping[str, Any], me: str, now: datetime) -> bool:
-    """May `me` hold the Lease whose spec is this, at `now`?"""
+@dataclass(frozen=True)
+class Observed:
+    """The Lease's record as this candidate last saw it change, and when (a monotonic clock of
+    its own, in seconds)."""
+
+    record: tuple[Any, ...]
+    at: float
+
+
+def record_of(spec: Mapping[str, Any]) -> tuple[Any, ...]:
+    return tuple(
+        spec.get(k)
+        for k in ("holderIdentity", "renewTime", "acquireTime", "leaseTransitions",
+                  "leaseDurationSeconds")
+    )
+
+
+def observe(previous: Observed | None, spec: Mapping[str, Any], now: float) -> Observed:
+    """The observation after reading `spec` at `now`: unchanged records keep their time."""
+    record = record_of(spec)
+    if previous is not None and previous.record == record:
+        return previous
+    return Observed(record, now)
+
+
+def may_take(spec: Mapping[str, Any], me: str, observed: Observed, now: float) -> bool:
+    """May `me` hold the Lease whose spec is this, having observed it as `observed`?"""
     holder = spec.get("holderIdentity")
     if not holder or holder == me:
         return True
-    renewed = parse_time(spec.get("renewTime")) or parse_time(spec.get("acquireTime"))
     duration = spec.get("leaseDurationSeconds")
-    if renewed is None or not isinstance(duration, int):
+    if not isinstance(duration, int) or duration <= 0:
         return True
-    return now > renewed + timedelta(seconds=duration)
+    return now > observed.at + duration
 
 
 def claimed(spec: Mapping[str, Any], me: str, duration: int, now: datetime) -> dict[str, Any]:

@@ -10,15 +10,18 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import structlog
 from kubernetes.client.exceptions import ApiException
 
-from controller.core.lease import claimed, may_take
+from controller.core.lease import Observed, claimed, may_take, observe
 from controller.core.times import micro_time
 from controller.kube.client import Kube
 
@@ -49,28 +52,44 @@ class LeaderElector:
     name: str
     me: str
     duration: int = 15
+    # This process's monotonic clock: expiry is judged by it alone (core/lease.py).
+    clock: Callable[[], float] = time.monotonic
+    _observed: Observed | None = field(default=None, init=False, repr=False)
 
     @property
     def retry(self) -> float:
         return max(1.0, self.duration / 5)
 
+    @property
+    def renew_deadline(self) -> float:
+        """A holder that has not renewed for this long stops leading: shorter than the Lease,
+        so that it has stopped before any candidate may take over (client-go's RenewDeadline)."""
+        return self.duration * 2 / 3
+
     def try_hold(self) -> bool:
         """One round: True if we hold the Lease afterwards. Blocking."""
-        now = datetime.now(UTC)
+        now, wall = self.clock(), datetime.now(UTC)
         lease = self.kube.get_lease(self.namespace, self.name)
         if lease is None:
+            fresh = claimed({}, self.me, self.duration, wall)
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
                 "metadata": {"name": self.name, "namespace": self.namespace},
-                "spec": claimed({}, self.me, self.duration, now),
+                "spec": fresh,
             }
-            return self.kube.create_lease(body)
+            return self._wrote(self.kube.create_lease(body), fresh, now)
         spec = lease.get("spec") or {}
-        if not may_take(spec, self.me, now):
+        self._observed = observe(self._observed, spec, now)
+        if not may_take(spec, self.me, self._observed, now):
             return False
-        lease["spec"] = claimed(spec, self.me, self.duration, now)
-        return self.kube.replace_lease(lease)
+        lease["spec"] = claimed(spec, self.me, self.duration, wall)
+        return self._wrote(self.kube.replace_lease(lease), lease["spec"], now)
+
+    def _wrote(self, ok: bool, spec: Mapping[str, Any], now: float) -> bool:
+        if ok:
+            self._observed = observe(None, spec, now)
+        return ok
 
     async def acquire(self) -> None:
         log.info("waiting for leadership", lease=f"{self.namespace}/{self.name}", identity=self.me)
@@ -79,13 +98,22 @@ class LeaderElector:
         log.info("leading", lease=f"{self.namespace}/{self.name}", identity=self.me)
 
     async def hold(self) -> None:
-        """Renews until a renewal fails for longer than the Lease lasts; then returns."""
-        deadline = asyncio.get_running_loop().time() + self.duration * 2 / 3
+        """Renews until no renewal has succeeded for renew_deadline; then returns. A round that
+        hangs (a slow API server) counts as failed when the deadline comes: the wait is bounded
+        by it, not by the API client's timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.renew_deadline
         while True:
             await asyncio.sleep(self.retry)
-            if await self._round():
-                deadline = asyncio.get_running_loop().time() + self.duration * 2 / 3
-            elif asyncio.get_running_loop().time() > deadline:
+            try:
+                renewed = await asyncio.wait_for(
+                    self._round(), timeout=max(0.1, deadline - loop.time())
+                )
+            except TimeoutError:
+                renewed = False
+            if renewed:
+                deadline = loop.time() + self.renew_deadline
+            elif loop.time() >= deadline:
                 log.error("leadership lost", lease=f"{self.namespace}/{self.name}")
                 return
 

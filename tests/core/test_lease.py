@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from controller.core.lease import claimed, may_take
+from controller.core.lease import claimed, may_take, observe
 
 NOW = datetime(2026, 11, 22, 3, 0, 0, tzinfo=UTC)
 
@@ -15,18 +15,30 @@ def held_by(holder: str, renewed: datetime, duration: int = 15) -> dict[str, obj
 
 
 def test_free_or_own_lease_may_be_taken() -> None:
-    assert may_take({}, "me", NOW)
-    assert may_take({"holderIdentity": ""}, "me", NOW)
-    assert may_take(held_by("me", NOW), "me", NOW)
+    for spec in ({}, {"holderIdentity": ""}, held_by("me", NOW)):
+        assert may_take(spec, "me", observe(None, spec, 0.0), 0.0)
 
 
-def test_fresh_lease_of_another_is_respected_until_it_expires() -> None:
-    assert not may_take(held_by("other", NOW - timedelta(seconds=14)), "me", NOW)
-    assert may_take(held_by("other", NOW - timedelta(seconds=16)), "me", NOW)
+def test_another_holders_lease_expires_by_what_this_candidate_observed() -> None:
+    """Not by comparing its renewTime with our clock: the holder's renewTime reads an hour old
+    (its clock, or ours, is off), yet it renews; it must not be taken over."""
+    seen = None
+    for second in range(0, 60, 3):  # the holder renews every 3 s for a minute
+        spec = held_by("other", NOW - timedelta(hours=1) + timedelta(seconds=second))
+        seen = observe(seen, spec, float(second))
+        assert not may_take(spec, "me", seen, float(second))
+
+
+def test_a_lease_nobody_renews_is_taken_once_its_duration_has_passed_here() -> None:
+    spec = held_by("other", NOW + timedelta(hours=1))  # even with a renewTime in our future
+    seen = observe(None, spec, 100.0)
+    assert not may_take(spec, "me", observe(seen, spec, 114.0), 114.0)
+    assert may_take(spec, "me", observe(seen, spec, 115.5), 115.5)
 
 
 def test_garbled_lease_is_taken_rather_than_blocking_forever() -> None:
-    assert may_take({"holderIdentity": "other", "renewTime": "yesterday"}, "me", NOW)
+    spec = {"holderIdentity": "other", "renewTime": "yesterday", "leaseDurationSeconds": "x"}
+    assert may_take(spec, "me", observe(None, spec, 0.0), 0.0)
 
 
 def test_taking_over_counts_a_transition_and_renewing_does_not() -> None:

@@ -1,0 +1,89 @@
+"""The elector: two candidates never lead at once, and a holder whose renewals hang stops in
+time."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import threading
+import time
+from typing import Any
+
+from controller.kube.leadership import LeaderElector
+
+
+class Leases:
+    """One Lease, with the API server's optimistic concurrency (resourceVersion)."""
+
+    def __init__(self) -> None:
+        self.lease: dict[str, Any] | None = None
+        self.version = 0
+        self.delay = 0.0
+        self.lock = threading.Lock()
+
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        time.sleep(self.delay)
+        with self.lock:
+            return copy.deepcopy(self.lease)
+
+    def create_lease(self, body: dict[str, Any]) -> bool:
+        with self.lock:
+            if self.lease is not None:
+                return False
+            self.version += 1
+            self.lease = {**copy.deepcopy(body), "metadata": {**body["metadata"],
+                                                             "resourceVersion": str(self.version)}}
+            return True
+
+    def replace_lease(self, body: dict[str, Any]) -> bool:
+        with self.lock:
+            assert self.lease is not None
+            if body["metadata"]["resourceVersion"] != self.lease["metadata"]["resourceVersion"]:
+                return False
+            self.version += 1
+            self.lease = copy.deepcopy(body)
+            self.lease["metadata"]["resourceVersion"] = str(self.version)
+            return True
+
+
+class Clock:
+    def __init__(self, start: float) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_with_clocks_an_hour_apart_the_second_candidate_never_takes_a_renewed_lease() -> None:
+    leases = Leases()
+    a = LeaderElector(leases, "ns", "lease", "a", duration=15, clock=Clock(0.0))  # type: ignore[arg-type]
+    b_clock = Clock(3600.0)
+    b = LeaderElector(leases, "ns", "lease", "b", duration=15, clock=b_clock)  # type: ignore[arg-type]
+    assert a.try_hold()
+    for step in range(30):  # a renews every 3 s, b tries every 3 s, for 90 s
+        a.clock.now += 3  # type: ignore[attr-defined]
+        b_clock.now += 3
+        assert a.try_hold()
+        assert not b.try_hold()
+    for _ in range(6):  # a stops renewing: b takes over after 15 s of its own clock
+        b_clock.now += 3
+        taken = b.try_hold()
+    assert taken and leases.lease is not None
+    assert leases.lease["spec"]["holderIdentity"] == "b"
+
+
+def test_a_holder_whose_renewals_hang_stops_leading_within_its_renew_deadline() -> None:
+    leases = Leases()
+    elector = LeaderElector(leases, "ns", "lease", "a", duration=5)  # type: ignore[arg-type]
+    assert elector.try_hold()
+    leases.delay = 8.0  # the API server stops answering in time (longer than the lease)
+
+    async def hold() -> float:
+        started = time.monotonic()
+        await elector.hold()
+        return time.monotonic() - started
+
+    took = asyncio.run(asyncio.wait_for(hold(), timeout=20))
+    # Stopped after its renew deadline (2/3 of 5 s) and a retry, long before the lease (5 s)
+    # could be taken by another: never two leaders, however slow the API server.
+    assert took < elector.duration, took
