@@ -60,7 +60,7 @@ def test_with_clocks_an_hour_apart_the_second_candidate_never_takes_a_renewed_le
     b_clock = Clock(3600.0)
     b = LeaderElector(leases, "ns", "lease", "b", duration=15, clock=b_clock)  # type: ignore[arg-type]
     assert a.try_hold()
-    for step in range(30):  # a renews every 3 s, b tries every 3 s, for 90 s
+    for _ in range(30):  # a renews every 3 s, b tries every 3 s, for 90 s
         a.clock.now += 3  # type: ignore[attr-defined]
         b_clock.now += 3
         assert a.try_hold()
