@@ -153,6 +153,26 @@ def make_pool(cluster: ClusterHandle) -> Pool:
     return Pool(label, small, big)
 
 
+def remove_pool(cluster: ClusterApi, pool: Pool) -> None:
+    """Deletes the pool's nodes (those still there) and its volumes no claim took."""
+    with cluster.api_client() as api:
+        core = client.CoreV1Api(api)
+        for node in (pool.small, pool.big):
+            try:
+                core.delete_node(node)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+        for pv in core.list_persistent_volume().items:
+            affinity = ((pv.spec.node_affinity or client.V1VolumeNodeAffinity()).required)
+            terms = affinity.node_selector_terms if affinity else []
+            keyed = {(e.key, v) for t in terms for e in t.match_expressions or []
+                     for v in e.values or []}
+            pinned = {(POOL, pool.label[POOL]), (HOSTNAME, pool.small), (HOSTNAME, pool.big)}
+            if keyed & pinned and pv.status.phase == "Available":
+                core.delete_persistent_volume(pv.metadata.name)
+
+
 def volumes_across_the_pool(cluster: ClusterApi, pool: Pool, count: int = 2) -> None:
     """Volumes any node of the pool can use, as cloud disks any node of a zone can: a claim
     bound to one can follow its anchor to the pool's other node."""

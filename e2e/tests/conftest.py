@@ -146,6 +146,11 @@ def _runs(cluster: ClusterHandle, labels: Mapping[str, str]) -> Iterator[Runs]:
 
 
 @pytest.fixture
-def pool(cluster: ClusterHandle, tekton: ClusterHandle, coscheduler: Coscheduler) -> Pool:
-    """Two kwok nodes of one zone for one scenario (e2e/harness/faults.py)."""
-    return faults.make_pool(cluster)
+def pool(
+    cluster: ClusterHandle, tekton: ClusterHandle, coscheduler: Coscheduler
+) -> Iterator[Pool]:
+    """Two kwok nodes of one zone for one scenario (e2e/harness/faults.py), removed afterwards
+    with the volumes they did not use: later tests must not land on them."""
+    made = faults.make_pool(cluster)
+    yield made
+    faults.remove_pool(cluster, made)
