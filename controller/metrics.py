@@ -91,6 +91,13 @@ class Metrics:
             "Policy mode: failed attempts to put the bindings in place",
             registry=r,
         )
+        self.api_requests = Counter(
+            f"{PREFIX}_api_requests",
+            "Requests this process sent to the API server, by verb and resource (RBAC's names)"
+            " and status code",
+            ["verb", "resource", "code"],
+            registry=r,
+        )
         self.policy_problems = Gauge(
             f"{PREFIX}_policy_problems",
             "CoschedulingPolicies that cannot be used as written",

@@ -37,8 +37,8 @@ def reconciler_env(metrics_port: int) -> dict[str, str]:
 
 
 async def run(settings: Settings) -> int:
-    kube = Kube(load_client_config(), timeout=settings.api_timeout)
     metrics = Metrics()
+    kube = Kube(load_client_config(), timeout=settings.api_timeout, metrics=metrics)
     view = ClusterView(settings, kube)
     view.start()
 

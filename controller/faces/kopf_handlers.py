@@ -40,7 +40,9 @@ def _op(memo: Any) -> Operator:
 
 @kopf.on.event(tekton.GROUP, tekton.VERSION, "pipelineruns", registry=registry)
 def pipelinerun_event(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
-    if type != "DELETED":
+    if type == "DELETED":
+        _op(memo).forget_run(body)
+    else:
         _op(memo).reconcile_run(body)
 
 

@@ -21,11 +21,13 @@ import structlog
 from controller.core import names
 from controller.faces import kopf_handlers, probes
 from controller.kube.admission_policies import AdmissionPolicies
+from controller.kube.caches import Caches
 from controller.kube.client import Kube, load_client_config
 from controller.kube.clusterview import ClusterView, Facts
 from controller.kube.leadership import LeaderElector, default_namespace, identity
 from controller.metrics import Metrics
 from controller.operator.bindings import PolicyBindings
+from controller.operator.resync import Resync
 from controller.operator.runs import Operator
 from controller.settings import Settings
 
@@ -76,11 +78,12 @@ def warn_if_tekton_relabels(old: Facts, new: Facts) -> None:
 async def resync_forever(
     operator: Operator, interval: float, bindings: PolicyBindings | None = None
 ) -> None:
+    resync = Resync(operator)
     while True:
         try:
             if bindings is not None:  # first: a missing binding leaves pods unpinned
                 await asyncio.to_thread(bindings.sync, operator.view.facts)
-            await asyncio.to_thread(operator.resync)
+            await asyncio.to_thread(resync)
         except Exception:
             log.exception("resync failed")
         await asyncio.sleep(interval)
@@ -132,6 +135,11 @@ async def reconcile_while_leading(
         )
         if not await first_of(elector.acquire(), stop.wait()):
             return 0  # told to stop while still a candidate
+    if operator.caches is not None:
+        # The leader's watch caches: balloons, and claims of enabled namespaces (only the
+        # leader reads them, so a standby keeps no copy).
+        operator.caches.start()
+        operator.caches.follow_namespaces(view.facts, view.facts)
     if bindings is not None:
         bindings.active = True  # from now on every change of the view is acted on
     resync = asyncio.create_task(resync_forever(operator, settings.resync_interval, bindings))
@@ -163,11 +171,13 @@ async def reconcile_while_leading(
 
 
 async def run(settings: Settings) -> int:
-    kube = Kube(load_client_config(), timeout=settings.api_timeout)
     metrics = Metrics()
+    kube = Kube(load_client_config(), timeout=settings.api_timeout, metrics=metrics)
     view = ClusterView(settings, kube)
     view.subscribe(warn_if_tekton_relabels)
-    operator = Operator(settings, kube, view, metrics)
+    caches = Caches(kube, settings.api_timeout)
+    view.subscribe(caches.follow_namespaces)
+    operator = Operator(settings, kube, view, metrics, caches)
     bindings = None
     if settings.admission_mode == "policy":
         bindings = PolicyBindings(
@@ -194,3 +204,4 @@ async def run(settings: Settings) -> int:
             return await reconcile_while_leading(settings, kube, operator, view, stop, bindings)
         finally:
             view.stop()
+            caches.stop()

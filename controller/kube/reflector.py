@@ -17,6 +17,7 @@ Obj = dict[str, Any]
 
 
 Store = dict[str, Obj]
+PAGE = 500
 
 
 def _key(obj: Mapping[str, Any]) -> str:
@@ -72,13 +73,32 @@ class Reflector:
             self._stopped.wait(backoff)
             backoff = min(backoff * 2, 30.0)
 
+    def _list(self) -> tuple[Store, str]:
+        """The whole list, a page of PAGE at a time (one consistent snapshot: the continue
+        token keeps the first page's resourceVersion)."""
+        store: Store = {}
+        version, token = "", None
+        while True:
+            paging: dict[str, Any] = {"limit": PAGE}
+            if token:
+                paging["_continue"] = token
+            resp = self._list_fn(
+                *self._args,
+                _preload_content=False,
+                _request_timeout=self._timeout,
+                **self._kwargs,
+                **paging,
+            )
+            listing = json.loads(resp.data)
+            store.update({_key(o): o for o in listing.get("items") or []})
+            meta = listing.get("metadata") or {}
+            version = version or meta.get("resourceVersion", "")
+            token = meta.get("continue")
+            if not token:
+                return store, version
+
     def _list_and_watch(self) -> None:
-        resp = self._list_fn(
-            *self._args, _preload_content=False, _request_timeout=self._timeout, **self._kwargs
-        )
-        listing = json.loads(resp.data)
-        store: Store = {_key(o): o for o in listing.get("items") or []}
-        version = (listing.get("metadata") or {}).get("resourceVersion", "")
+        store, version = self._list()
         self._on_change(dict(store))
         self.synced.set()
         while not self._stopped.is_set():

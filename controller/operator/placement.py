@@ -9,7 +9,7 @@ the new node, and pods bound beside the old one were not misplaced.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,8 +40,17 @@ def gone_because(pod: Mapping[str, Any]) -> str:
 
 
 class Placement:
-    def __init__(self, kube: Kube, metrics: Metrics, notifier: Notifier, index: PodIndex) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        metrics: Metrics,
+        notifier: Notifier,
+        index: PodIndex,
+        balloon_of: Callable[[str, str], Mapping[str, Any] | None] | None = None,
+    ) -> None:
         self.kube = kube
+        # The balloon StatefulSet by namespace and name: the operator's watch cache.
+        self.balloon_of = balloon_of or kube.get_statefulset
         self.metrics = metrics
         self.notifier = notifier
         self.index = index
@@ -94,7 +103,7 @@ class Placement:
         if moving is None and left:
             moving = (left, "its pod was replaced")
         sts_name = balloon.balloon_name(uid)
-        sts = self.kube.get_statefulset(ns, sts_name)
+        sts = self.balloon_of(ns, sts_name)
         annotations = (sts or {}).get("metadata", {}).get("annotations") or {}
         if sts is None or annotations.get(names.ANNOTATION_ANCHORED_NODE) == node:
             return

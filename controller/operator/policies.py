@@ -3,7 +3,7 @@ problem."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,14 +14,26 @@ from controller.operator.notify import Notifier
 from controller.settings import Settings
 
 
-def report(settings: Settings, kube: Kube, notifier: Notifier, obj: Mapping[str, Any]) -> None:
+def report(
+    settings: Settings,
+    kube: Kube,
+    notifier: Notifier,
+    obj: Mapping[str, Any],
+    cached: Sequence[Mapping[str, Any]] | None = None,
+) -> None:
+    """Writes the policy's status where it is not what it should be. `cached`: the namespace's
+    policies as a watch saw them; if they say the status is right, nothing is asked."""
     meta = obj.get("metadata") or {}
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    base = settings.default_policy()
+    if cached is not None and policystatus.wanted_status(
+        obj, policystatus.problems_of(base, obj, cached), now
+    ) is None:
+        return
     # A fresh list rather than our watch's copy, which may not have seen a policy just made.
     neighbours = kube.list_policies(meta.get("namespace", ""))
-    problems = policystatus.problems_of(settings.default_policy(), obj, neighbours)
-    status = policystatus.wanted_status(
-        obj, problems, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    )
+    problems = policystatus.problems_of(base, obj, neighbours)
+    status = policystatus.wanted_status(obj, problems, now)
     if status is None:
         return
     kube.patch_policy_status(meta.get("namespace", ""), meta.get("name", ""), status)

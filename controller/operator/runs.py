@@ -6,7 +6,8 @@ safe to run again with the same input: that is what makes restarts and replayed 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import threading
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,6 +18,7 @@ from controller.core.notices import Notice
 from controller.core.pods import scheduled_condition
 from controller.core.reconcile import Verb
 from controller.core.times import parse_time
+from controller.kube.caches import Caches
 from controller.kube.client import ApiError, Kube, api_message
 from controller.kube.clusterview import ClusterView, Facts
 from controller.metrics import Metrics
@@ -32,19 +34,43 @@ log = structlog.get_logger(__name__)
 
 
 class Operator:
-    def __init__(self, settings: Settings, kube: Kube, view: ClusterView, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        kube: Kube,
+        view: ClusterView,
+        metrics: Metrics,
+        caches: Caches | None = None,
+    ) -> None:
         self.settings = settings
         self.kube = kube
         self.view = view
         self.metrics = metrics
+        self.caches = caches
+        # Runs of enabled namespaces that are not finished, by uid, as their last event showed
+        # them: what the resync goes over (finished runs, and other namespaces', cost nothing).
+        self.live: dict[str, Mapping[str, Any]] = {}
+        self._live_lock = threading.Lock()
         self.notifier = Notifier(kube)
         self.index = PodIndex()
-        self.placement = Placement(kube, metrics, self.notifier, self.index)
+        self.placement = Placement(kube, metrics, self.notifier, self.index, self.balloon_of)
         self.anchors = AnchorGuard(kube, self.index, self.placement, metrics, self.notifier)
         self.waiting = WaitingPods(settings, self.index, metrics, self.notifier)
         view.subscribe(self.on_facts)
 
     # -- PipelineRuns ----------------------------------------------------------------------
+
+    def balloon_of(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """The balloon StatefulSet, from the watch cache once it is synced."""
+        if self.caches is not None and self.caches.synced:
+            return self.caches.balloon(namespace, name)
+        return self.kube.get_statefulset(namespace, name)
+
+    def forget_run(self, body: Mapping[str, Any]) -> None:
+        """The run is deleted (its balloon goes by garbage collection)."""
+        uid = str((body.get("metadata") or {}).get("uid") or "")
+        with self._live_lock:
+            self.live.pop(uid, None)
 
     def reconcile_run(self, body: Mapping[str, Any]) -> reconcile.Decision:
         run = tekton.PipelineRun.from_body(body)
@@ -52,11 +78,18 @@ class Operator:
         if not run.valid:
             log.warning("pipelinerun without name, namespace or uid; ignored")
             return reconcile.Decision(Verb.NONE, "invalid run")
+        with self._live_lock:
+            if facts.namespace_enabled(run.namespace) and not run.finished:
+                self.live[run.uid] = body
+            else:
+                self.live.pop(run.uid, None)
         if not facts.namespace_enabled(run.namespace) and not run.finished:
             # Cheap exit for the common case; balloons left by a de-labelled namespace are
             # finished off by the resync once their runs end.
             return reconcile.Decision(Verb.NONE, "namespace not enabled")
-        existing = self.kube.get_statefulset(run.namespace, balloon.balloon_name(run.uid))
+        if run.finished and not self._may_have_balloon(run):
+            return reconcile.Decision(Verb.NONE, "run finished")
+        existing = self.balloon_of(run.namespace, balloon.balloon_name(run.uid))
         if (
             existing is not None
             and (existing["metadata"].get("labels") or {}).get(names.LABEL_RUN_UID) != run.uid
@@ -79,6 +112,12 @@ class Operator:
             return reconcile.Decision(Verb.NONE, "run no longer live")
         self._act(run, decision, existing)
         return decision
+
+    def _may_have_balloon(self, run: tekton.PipelineRun) -> bool:
+        """A finished run's events cost nothing once its balloon is known gone."""
+        if self.caches is None or not self.caches.synced:
+            return True
+        return self.caches.balloon(run.namespace, balloon.balloon_name(run.uid)) is not None
 
     def _still_live(self, run: tekton.PipelineRun) -> bool:
         """The body we decided on may be old: a resync's list, or a queued watch event. Making a
@@ -103,10 +142,14 @@ class Operator:
             assistant_blocks=facts.assistant_blocks,
             policy=facts.policy_for(run.namespace).policy,
             tekton_default_template=facts.tekton_default_template,
-            pvcs=self.kube.list_pvcs(run.namespace) if needs_claims else [],
+            pvcs=self._claims(run.namespace) if needs_claims else [],
             balloon=existing,
             others=self.index.mounted_claims(run.namespace, run.uid) if needs_claims else {},
         )
+
+    def _claims(self, namespace: str) -> Sequence[Mapping[str, Any]]:
+        cached = self.caches.pvcs(namespace) if self.caches is not None else None
+        return cached if cached is not None else self.kube.list_pvcs(namespace)
 
     def _act(
         self,
@@ -132,7 +175,7 @@ class Operator:
                 self.kube.replace_balloon_template(decision.manifest)
                 bound.info("balloon template replaced", why=decision.why)
             elif decision.verb is Verb.DELETE and existing is not None:
-                self._delete(existing, decision.why)
+                self.delete_balloon(existing, decision.why)
         except ApiError as exc:
             reason = (
                 "BalloonCreateFailed" if decision.verb is Verb.CREATE else "BalloonUpdateFailed"
@@ -164,7 +207,7 @@ class Operator:
                 run.uid,
             )
 
-    def _delete(self, statefulset: Mapping[str, Any], why: str) -> None:
+    def delete_balloon(self, statefulset: Mapping[str, Any], why: str) -> None:
         meta = statefulset["metadata"]
         if self.kube.delete_statefulset(meta["namespace"], meta["name"], uid=meta.get("uid")):
             self.metrics.balloons_deleted.labels(reason=why).inc()
@@ -172,34 +215,18 @@ class Operator:
             log.info("balloon deleted", balloon=meta["name"], namespace=meta["namespace"], why=why)
         self.placement.forget((meta.get("labels") or {}).get(names.LABEL_RUN_UID, ""))
 
-    # -- periodic: every run, every balloon --------------------------------------------------
+    def report_policy(self, obj: Mapping[str, Any], cached: bool = False) -> None:
+        """cached: from the resync, which writes only what the watch's copy says is not so."""
+        neighbours = None
+        if cached:
+            ns = (obj.get("metadata") or {}).get("namespace")
+            neighbours = [
+                o for o in self.view.facts.policy_objects
+                if (o.get("metadata") or {}).get("namespace") == ns
+            ]
+        policies.report(self.settings, self.kube, self.notifier, obj, neighbours)
 
-    def resync(self) -> None:
-        # Balloons before runs: a balloon listed now belongs to a run created earlier, which the
-        # later list shows unless it is gone. The other order calls a balloon made in between an
-        # orphan and deletes it.
-        balloons = self.kube.list_balloons()
-        runs = {r.uid: r for r in map(tekton.PipelineRun.from_body, self.kube.list_pipelineruns())}
-        for run in runs.values():
-            try:
-                self.reconcile_run(run.raw)
-            except Exception:
-                log.exception("reconcile failed", object=f"PipelineRun/{run.namespace}/{run.name}")
-        for sts in balloons:
-            uid = (sts["metadata"].get("labels") or {}).get(names.LABEL_RUN_UID, "")
-            owner = runs.get(uid)
-            if owner is None or owner.finished:
-                self._delete(sts, "orphan" if owner is None else "run finished")
-            elif not owner.pending:
-                self._check_placed(owner, sts)
-        self.metrics.balloons_active.set(len(self.kube.list_balloons()))
-        for obj in self.view.facts.policy_objects:
-            self.report_policy(obj)
-
-    def report_policy(self, obj: Mapping[str, Any]) -> None:
-        policies.report(self.settings, self.kube, self.notifier, obj)
-
-    def _check_placed(self, run: tekton.PipelineRun, sts: Mapping[str, Any]) -> None:
+    def check_placed(self, run: tekton.PipelineRun, sts: Mapping[str, Any]) -> None:
         """A balloon that has no bound pod after a while is said on the run, with the why."""
         created = parse_time(sts["metadata"].get("creationTimestamp"))
         if created is None:

@@ -9,6 +9,7 @@ from typing import Any
 from controller.core import balloon, names, policy
 from controller.kube.clusterview import Facts
 from controller.metrics import Metrics
+from controller.operator.resync import Resync
 from controller.operator.runs import Operator
 from controller.settings import Settings
 from tests import factories
@@ -81,9 +82,39 @@ class StaticView:
         pass
 
 
-def make() -> tuple[Operator, MemoryKube]:
+class MemoryCaches:
+    """The leader's watch caches, as synced: what the API server holds, without asking it."""
+
+    synced = True
+
+    def __init__(self, kube: MemoryKube) -> None:
+        self.kube = kube
+
+    def balloon(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.kube.statefulsets.get(name)
+
+    def balloons(self) -> list[dict[str, Any]]:
+        return list(self.kube.statefulsets.values())
+
+    def pvcs(self, namespace: str) -> list[dict[str, Any]]:
+        return []
+
+
+class Counting:
+    """Records every call the operator makes to the client."""
+
+    def __init__(self, kube: MemoryKube) -> None:
+        self.kube, self.calls = kube, []  # type: ignore[var-annotated]
+
+    def __getattr__(self, name: str) -> Any:
+        self.calls.append(name)
+        return getattr(self.kube, name)
+
+
+def make(caches: bool = False) -> tuple[Operator, MemoryKube]:
     kube = MemoryKube()
-    return Operator(Settings(), kube, StaticView(), Metrics()), kube  # type: ignore[arg-type]
+    cache = MemoryCaches(kube) if caches else None
+    return Operator(Settings(), kube, StaticView(), Metrics(), cache), kube  # type: ignore[arg-type]
 
 
 def test_a_run_created_during_a_resync_keeps_its_new_balloon() -> None:
@@ -95,7 +126,7 @@ def test_a_run_created_during_a_resync_keeps_its_new_balloon() -> None:
         operator.reconcile_run(body)
 
     kube.on_list_runs.append(run_and_balloon_appear)
-    operator.resync()
+    Resync(operator)()
     assert balloon.balloon_name("late-uid") in kube.statefulsets
     assert kube.deleted == []
 
@@ -112,7 +143,7 @@ def test_resync_deletes_orphans_and_balloons_of_finished_runs_only() -> None:
     orphan["metadata"]["labels"][names.LABEL_RUN_UID] = "gone-uid"
     kube.statefulsets["coschedule-gone"] = orphan
     kube.runs["done"]["status"]["conditions"][0]["status"] = "True"
-    operator.resync()
+    Resync(operator)()
     assert set(kube.statefulsets) == {balloon.balloon_name("live-uid")}
 
 
@@ -163,3 +194,28 @@ def test_a_run_recreated_under_the_same_name_is_not_the_old_one() -> None:
     kube.runs["build"] = factories.pipelinerun(name="build", uid="new-uid")
     operator.reconcile_run(factories.pipelinerun(name="build", uid="old-uid"))
     assert kube.statefulsets == {}
+
+
+def test_once_seeded_a_resync_asks_the_api_server_nothing_when_all_is_well() -> None:
+    """Its cost grows with the live runs and balloons, read from the operator's own index and
+    caches; finished runs cost nothing."""
+    kube = MemoryKube()
+    counting = Counting(kube)
+    operator = Operator(Settings(), counting, StaticView(), Metrics(), MemoryCaches(kube))  # type: ignore[arg-type]
+    for i in range(5):
+        body = factories.pipelinerun(name=f"live-{i}", uid=f"live-{i}-uid")
+        kube.runs[body["metadata"]["name"]] = body
+        operator.reconcile_run(body)
+        # its balloon pod, bound, as the leader's pod watch reports it
+        operator.index.balloon_event({"metadata": {"name": f"b-{i}", "namespace": "team-a", "uid": f"b{i}",
+                                                   "labels": balloon.selector_labels(f"live-{i}-uid")},
+                                      "spec": {"nodeName": "node-1"}}, deleted=False)
+    for i in range(50):
+        kube.runs[f"done-{i}"] = factories.pipelinerun(name=f"done-{i}", uid=f"done-{i}-uid",
+                                                       succeeded="True")
+    resync = Resync(operator)
+    resync()  # the first round lists every run once
+    assert counting.calls.count("list_pipelineruns") == 1
+    counting.calls.clear()
+    resync()
+    assert counting.calls == []

@@ -1,0 +1,76 @@
+"""The periodic repair: what events may have missed, put right. Its cost grows with the live
+runs and the balloons, never with the cluster: it reads the operator's own indexes and caches,
+and asks the API server only about what looks wrong.
+
+The first round after this replica starts to lead lists every PipelineRun once (a page at a
+time), to know the runs that existed before its watch did; later rounds go over the live runs
+the events showed. A balloon whose run is not among the live ones is either the balloon of a
+run that just finished or was deleted, or of one the index has not seen: a GET of the run tells
+which, before anything is deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import structlog
+
+from controller.core import names, tekton
+from controller.operator.runs import Operator
+
+log = structlog.get_logger(__name__)
+
+
+class Resync:
+    def __init__(self, operator: Operator) -> None:
+        self.operator = operator
+        self.seeded = False
+
+    def __call__(self) -> None:
+        op = self.operator
+        # Balloons before runs: a balloon seen now belongs to a run made earlier.
+        caches = op.caches
+        balloons = caches.balloons() if caches is not None and caches.synced else (
+            op.kube.list_balloons()
+        )
+        if not self.seeded:
+            bodies: Sequence[Mapping[str, Any]] = op.kube.list_pipelineruns()
+            self.seeded = True
+        else:
+            with op._live_lock:
+                bodies = list(op.live.values())
+        for body in bodies:
+            try:
+                op.reconcile_run(body)
+            except Exception:
+                meta = body.get("metadata") or {}
+                log.exception("reconcile failed",
+                              object=f"PipelineRun/{meta.get('namespace')}/{meta.get('name')}")
+        with op._live_lock:
+            live = {uid: tekton.PipelineRun.from_body(b) for uid, b in op.live.items()}
+        for sts in balloons:
+            self._balloon(sts, live)
+        op.metrics.balloons_active.set(len(balloons))
+        for obj in op.view.facts.policy_objects:
+            op.report_policy(obj, cached=True)
+
+    def _balloon(self, sts: Mapping[str, Any], live: Mapping[str, tekton.PipelineRun]) -> None:
+        op = self.operator
+        labels = sts["metadata"].get("labels") or {}
+        uid = labels.get(names.LABEL_RUN_UID, "")
+        run = live.get(uid)
+        if run is None:
+            # Not live as far as the events went: ask before deleting anything.
+            name = labels.get(names.LABEL_RUN, "")
+            fresh = op.kube.get_pipelinerun(sts["metadata"]["namespace"], name) if name else None
+            owner = tekton.PipelineRun.from_body(fresh) if fresh else None
+            if owner is None or owner.uid != uid:
+                op.delete_balloon(sts, "orphan")
+            elif owner.finished:
+                op.delete_balloon(sts, "run finished")
+            else:
+                op.reconcile_run(fresh or {})
+            return
+        if not run.pending:
+            op.check_placed(run, sts)
