@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_FLAGS ?=
 
-.PHONY: venv lint unit binaries e2e package test demo bench fuzz compare-faults clean
+.PHONY: venv lint unit binaries e2e package test demo bench bench-scale fuzz compare-faults clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,14 @@ bench: venv
 	$(BIN)/python -m bench.admission_modes
 	$(BIN)/python -m bench.admission_parity
 	$(BIN)/python -m bench.webhook_under_load
+
+# R concurrent runs on N nodes with F finished runs kept: ours, none, Tekton's assistant
+# (not part of CI). Smaller: make bench-scale SCALE_FLAGS="--runs 100 --nodes 20 --finished 500"
+SCALE_FLAGS ?=
+bench-scale: venv
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	bash e2e/build.sh etcd kubernetes kwok tekton
+	$(BIN)/python -m bench.scale $(SCALE_FLAGS)
 
 # Nodes that go away, with ours and with Tekton's assistant (not part of CI; about 15 minutes).
 compare-faults: venv
