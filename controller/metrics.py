@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
 PREFIX = "tekton_coscheduler"
+# No *_created series: they double every counter and histogram, and two processes' would clash
+# when the server re-exports the reconciler's figures (faces/probes.py merges the families).
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
 class Metrics:

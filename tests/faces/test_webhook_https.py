@@ -248,3 +248,23 @@ async def test_while_draining_it_still_answers_but_closes_kept_alive_connections
         async with session.post(server.url, data=body, ssl=server.client_ssl()) as resp:
             assert resp.status == 200 and "patch" in (await resp.json())["response"]
             assert resp.headers.get("Connection", "").lower() == "close"
+
+
+def test_the_servers_metrics_and_the_reconcilers_are_one_exposition_prometheus_accepts() -> None:
+    """Both processes define every family; side by side, each would be named twice, which a
+    Prometheus scrape refuses. Merged, each family comes once, its series labelled by process."""
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    server, reconciler = Metrics(), Metrics()
+    server.admissions.labels(outcome="patched").inc(3)
+    reconciler.balloons_created.inc(2)
+    reconciler.api_requests.labels(verb="create", resource="statefulsets", code="201").inc()
+    text = probes.merged(server.registry, generate_latest(reconciler.registry).decode()).decode()
+    names = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")]
+    assert len(names) == len(set(names)), "a family named twice"
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in text_string_to_metric_families(text) for s in f.samples}
+    assert samples[("tekton_coscheduler_admissions_total",
+                    (("outcome", "patched"), ("process", "server")))] == 3
+    assert samples[("tekton_coscheduler_balloons_created_total", (("process", "reconciler"),))] == 2
