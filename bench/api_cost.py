@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-import urllib.request
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -33,16 +32,10 @@ READS = ("get", "list", "watch")
 
 
 def requests(operator: Coscheduler) -> Counter[tuple[str, str]]:
-    text = urllib.request.urlopen(operator.metrics_url, timeout=10).read().decode()
     out: Counter[tuple[str, str]] = Counter()
-    for line in text.splitlines():
-        if line.startswith("tekton_coscheduler_api_requests_total{"):
-            labels = dict(
-                part.split("=", 1) for part in line[line.index("{") + 1:line.index("}")].split(",")
-            )
-            out[(labels["verb"].strip('"'), labels["resource"].strip('"'))] += int(
-                float(line.rsplit(" ", 1)[1])
-            )
+    for sample in operator.samples():
+        if sample.name == "tekton_coscheduler_api_requests_total":
+            out[(sample.labels["verb"], sample.labels["resource"])] += int(sample.value)
     return out
 
 

@@ -26,7 +26,6 @@ import statistics
 import sys
 import threading
 import time
-import urllib.request
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -87,34 +86,33 @@ class Operator:
             "POD_NAMESPACE": "default", "COSCHEDULER_LOG_LEVEL": "INFO",
             "COSCHEDULER_RESYNC_INTERVAL": "30", "COSCHEDULER_LEASE_DURATION": "15"})
 
-    def metrics(self) -> dict[str, float]:
-        text = urllib.request.urlopen(self.proc.metrics_url, timeout=10).read().decode()
-        out: dict[str, float] = {}
-        for line in text.splitlines():
-            if line.startswith("#") or " " not in line:
-                continue
-            key, value = line.rsplit(" ", 1)
-            out[key] = float(value)
-        return out
+    def metrics(self) -> dict[Series, float]:
+        return {(x.name, tuple(sorted(x.labels.items()))): x.value for x in self.proc.samples()}
 
 
-def requests_by_verb(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+Series = tuple[str, tuple[tuple[str, str], ...]]  # a sample's name and its sorted labels
+
+
+def requests_by_verb(before: dict[Series, float], after: dict[Series, float]) -> dict[str, float]:
     out: dict[str, float] = {}
     for key, value in after.items():
-        if key.startswith("tekton_coscheduler_api_requests_total{"):
-            verb = key.split('verb="', 1)[1].split('"', 1)[0]
-            if 'resource="leases"' in key:
-                verb = "lease"
+        name, labels = key[0], dict(key[1])
+        if name == "tekton_coscheduler_api_requests_total":
+            verb = "lease" if labels["resource"] == "leases" else labels["verb"]
             out[verb] = out.get(verb, 0.0) + value - before.get(key, 0.0)
     return out
 
 
-def histogram_p99(before: dict[str, float], after: dict[str, float], name: str) -> float:
-    buckets = sorted(
-        (float(k.split('le="', 1)[1].split('"', 1)[0]), v - before.get(k, 0.0))
-        for k, v in after.items()
-        if k.startswith(name + "_bucket{") and 'process="reconciler"' not in k
-    )
+def histogram_p99(before: dict[Series, float], after: dict[Series, float], name: str) -> float:
+    """The 99th percentile's bucket bound over the run, from the server's histogram (the
+    process that answers admission), all label sets summed."""
+    by_bound: dict[float, float] = {}
+    for key, value in after.items():
+        labels = dict(key[1])
+        if key[0] == name + "_bucket" and labels.get("process") != "reconciler":
+            bound = float(labels["le"])
+            by_bound[bound] = by_bound.get(bound, 0.0) + value - before.get(key, 0.0)
+    buckets = sorted(by_bound.items())
     total = buckets[-1][1] if buckets else 0
     for bound, count in buckets:
         if total and count >= 0.99 * total:

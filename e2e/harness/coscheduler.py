@@ -9,6 +9,7 @@ import shutil
 import signal
 import sys
 import time
+import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,8 @@ from typing import Any
 import trustme
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from controller.core import names
 from controller.faces import webhook
@@ -96,6 +99,20 @@ class Coscheduler:
     @property
     def metrics_url(self) -> str:
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    def samples(self) -> list[Sample]:
+        """Every sample /metrics exposes, parsed as Prometheus parses it."""
+        text = urllib.request.urlopen(self.metrics_url, timeout=10).read().decode()
+        return [s for family in text_string_to_metric_families(text) for s in family.samples]
+
+    def metric(self, name: str, **labels: str) -> float:
+        """The sum of the samples named `name` whose labels include `labels` (so a series is
+        counted whichever process, server or reconciler, exposed it)."""
+        return sum(
+            s.value
+            for s in self.samples()
+            if s.name == name and labels.items() <= s.labels.items()
+        )
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("COSCHEDULER_")}

@@ -3,7 +3,6 @@ they were tied to the run's balloon, what the operator said and counted."""
 
 from __future__ import annotations
 
-import urllib.request
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -11,7 +10,6 @@ from typing import Any
 from controller.core import affinity, names
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import ClusterHandle
-from e2e.harness.coscheduler import Coscheduler
 from e2e.harness.scenario import Scenario
 from e2e.harness.tekton_runs import PodRecorder, PodSeen
 
@@ -84,15 +82,6 @@ class Runs(Scenario):
             for p in self.core.list_namespaced_persistent_volume_claim(self.ns).items
             if any(o.uid == uid for o in p.metadata.owner_references or [])
         ]
-
-
-def metric(coscheduler: Coscheduler, name: str) -> float:
-    text = urllib.request.urlopen(coscheduler.metrics_url, timeout=5).read().decode()
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line.startswith(name + " ") or line.startswith(name + "{")
-    )
 
 
 def our_terms(pod: PodSeen) -> list[dict[str, Any]]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -23,15 +22,6 @@ pytestmark = pytest.mark.e2e
 REQ = "requiredDuringSchedulingIgnoredDuringExecution"
 POLICY = ("tekton-coscheduler.dev", "v1alpha1")
 
-
-
-def metric(coscheduler: Coscheduler, name: str) -> float:
-    text = urllib.request.urlopen(coscheduler.metrics_url, timeout=5).read().decode()
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name) and not line.startswith("#"):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 def wait_event(s: Scenario, reason: str, timeout: float = 30) -> client.CoreV1Event:
@@ -56,7 +46,7 @@ def test_pod_bound_elsewhere_is_counted_as_misplaced(enabled: Scenario, nodes: l
     run = s.run(workspaces=[{"name": "w", "emptyDir": {}}])
     anchor = s.balloon_node(run)
     other = next(n for n in nodes if n != anchor)
-    before = metric(coscheduler, "tekton_coscheduler_misplaced_pods_total")
+    before = coscheduler.metric("tekton_coscheduler_misplaced_pods_total")
     pod = s.task_pod(run, "rogue", claims=())
     assert s.pod_node(pod) == anchor  # the real scheduler honours the term...
     rogue = s.task_pod(run, "preset", claims=())
@@ -72,7 +62,7 @@ def test_pod_bound_elsewhere_is_counted_as_misplaced(enabled: Scenario, nodes: l
     body["spec"]["nodeName"] = other
     body.pop("status", None)
     s.core.create_namespaced_pod(s.ns, body)
-    s.cluster.wait_for(lambda: metric(coscheduler, "tekton_coscheduler_misplaced_pods_total") > before,
+    s.cluster.wait_for(lambda: coscheduler.metric("tekton_coscheduler_misplaced_pods_total") > before,
                        timeout=30, what="misplaced pod counted")
     assert other in wait_event(s, "PodMisplaced").message
 
@@ -82,7 +72,7 @@ def test_balloon_no_node_fits_is_said_at_once(enabled: Scenario, coscheduler: Co
     run = s.run(workspaces=[{"name": "w", "emptyDir": {}}], pod_template={"nodeSelector": {"pool": "nowhere"}})
     event = wait_event(s, "BalloonUnschedulable", timeout=20)
     assert "node" in event.message and event.type == "Warning"
-    assert metric(coscheduler, 'tekton_coscheduler_balloon_problems_total{reason="unschedulable"}') >= 1
+    assert coscheduler.metric("tekton_coscheduler_balloon_problems_total", reason="unschedulable") >= 1
     # and after a while, again with the why, as the resync sees it still unplaced
     assert "the run's pods wait" in wait_event(s, "BalloonNotPlaced", timeout=30).message
     s.finish(run)
@@ -168,13 +158,13 @@ def test_tekton_assistant_on_stops_new_balloons_and_is_said(
     s = enabled
     tekton_cluster.configure(cluster, {"coschedule": "workspaces"})
     try:
-        cluster.wait_for(lambda: metric(coscheduler, "tekton_coscheduler_tekton_affinity_assistant_enabled") == 1,
+        cluster.wait_for(lambda: coscheduler.metric("tekton_coscheduler_tekton_affinity_assistant_enabled") == 1,
                          timeout=20, what="assistant metric")
         run = s.run(workspaces=[{"name": "w", "emptyDir": {}}])
         # Admission stands aside (policy mode: the operator removed the bindings).
         cluster.wait_for(lambda: not s.pinned_now(run), timeout=20, what="admission stands aside")
         if coscheduler.env()["COSCHEDULER_ADMISSION_MODE"] == "policy":
-            assert metric(coscheduler, "tekton_coscheduler_admission_policy_bindings") == 0
+            assert coscheduler.metric("tekton_coscheduler_admission_policy_bindings") == 0
         pod = s.task_pod(run, "a", claims=())
         assert "affinity" not in s.pod(pod)["spec"]
         time.sleep(2)
@@ -185,7 +175,7 @@ def test_tekton_assistant_on_stops_new_balloons_and_is_said(
         assert "coschedule" in events[0].message
     finally:
         tekton_cluster.configure(cluster, None)
-    cluster.wait_for(lambda: metric(coscheduler, "tekton_coscheduler_tekton_affinity_assistant_enabled") == 0,
+    cluster.wait_for(lambda: coscheduler.metric("tekton_coscheduler_tekton_affinity_assistant_enabled") == 0,
                      timeout=20, what="assistant off again")
     cluster.wait_for(lambda: s.pinned_now(run), timeout=20, what="admission back")
     s.wait_balloon(run, timeout=20)  # the resync anchors the run once the assistant is off

@@ -20,7 +20,7 @@ from kubernetes import client
 from controller.core import names
 from e2e.harness import tekton_runs as tr
 from e2e.harness.coscheduler import Coscheduler
-from e2e.harness.runs import Runs, assert_co_located, assert_untouched, metric
+from e2e.harness.runs import Runs, assert_co_located, assert_untouched
 from e2e.harness.scenario import user_affinity
 from e2e.harness.tekton_runs import FAN_OUT, FETCH, PUBLISH
 
@@ -319,7 +319,7 @@ def test_fifty_runs_at_once_on_ten_nodes(runs: Runs, coscheduler: Coscheduler) -
     s = runs
     pool = {"e2e.tekton-coscheduler.dev/pool": f"mass-{uuid.uuid4().hex[:4]}"}
     mass = set(s.cluster.add_nodes(MASS_NODES, prefix="mass", pods=250, labels=pool))
-    misplaced = metric(coscheduler, "tekton_coscheduler_misplaced_pods_total")
+    misplaced = coscheduler.metric("tekton_coscheduler_misplaced_pods_total")
     t0 = time.monotonic()
     started = [
         s.start(tr.fan_out_fan_in(f"mass-{i:02d}", EMPTY_DIR, pod_template={"nodeSelector": pool}))
@@ -335,6 +335,6 @@ def test_fifty_runs_at_once_on_ten_nodes(runs: Runs, coscheduler: Coscheduler) -
         assert_co_located(s, run, anchor, ALL_TASKS)
         used.add(anchor)
     assert len(used) > 1  # the runs were spread, not merely piled onto one node
-    assert metric(coscheduler, "tekton_coscheduler_misplaced_pods_total") == misplaced
+    assert coscheduler.metric("tekton_coscheduler_misplaced_pods_total") == misplaced
     assert s.events("PodMisplaced") == []
     s.cluster.wait_for(lambda: not s.balloons(), timeout=60, what="every balloon gone")
