@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import threading
@@ -73,9 +74,19 @@ class ModeResult:
     first_layer_p99: float = float("nan")
     wall_seconds: float = 0.0
     operator: dict[str, Any] = field(default_factory=dict)
+    cores: dict[str, float] = field(default_factory=dict)  # component -> mean cores used
     series: list[tuple[float, int, int]] = field(default_factory=list)  # (t, live, balloons)
     anchors: list[float] = field(default_factory=list)
     first_layers: list[float] = field(default_factory=list)
+
+
+def component_cpu(cluster: LocalCluster, operator: Operator | None) -> dict[str, float]:
+    """CPU seconds so far of every process of the control plane, Tekton, kwok and ours: where
+    two cores go when the machine saturates."""
+    procs = {p.name: p.pid for p in cluster.processes if p.pid}
+    if operator and operator.proc.process and operator.proc.process.pid:
+        procs["tekton-coscheduler"] = operator.proc.process.pid
+    return {name: cpu_seconds(pid) for name, pid in procs.items()}
 
 
 class Operator:
@@ -157,6 +168,7 @@ def one_mode(cluster: LocalCluster, mode: str, runs: int, operator: Operator | N
         before = operator.metrics() if operator else {}
         pid = operator.proc.process.pid if operator and operator.proc.process else None
         cpu0 = cpu_seconds(pid) if pid else 0.0
+        components0 = component_cpu(cluster, operator)
         peak = [tree_rss_mib(pid) if pid else 0.0]
         created: dict[str, tuple[str, float]] = {}  # run name -> (uid, client time)
         done: dict[str, dict[str, Any]] = {}
@@ -194,6 +206,10 @@ def one_mode(cluster: LocalCluster, mode: str, runs: int, operator: Operator | N
             time.sleep(3)
         result.wall_seconds = time.time() - started
         say(f"{mode}: {len(done)}/{runs} runs finished in {result.wall_seconds:.0f} s")
+        result.cores = {
+            name: round((spent - components0.get(name, 0.0)) / result.wall_seconds, 3)
+            for name, spent in component_cpu(cluster, operator).items()
+        }
         stop.set()
         sampler.join(10)
         time.sleep(settle)
@@ -319,6 +335,11 @@ def main() -> int:
         print(f"{r.mode:20} {r.succeeded:6} {r.co_located:9} {r.misplaced:9} {r.orphans:7} "
               f"{r.anchor_p50:8.1f}/{r.anchor_p99:<8.1f} {r.first_layer_p50:11.1f}/"
               f"{r.first_layer_p99:<10.1f} {ratio:8.2f} {r.wall_seconds:7.0f}")
+    print(f"\nmean cores used while the runs ran (the machine has {os.cpu_count()}):")
+    for r in results:
+        busiest = sorted(r.cores.items(), key=lambda kv: -kv[1])
+        print(f"  {r.mode:20} total {sum(r.cores.values()):.2f}: "
+              + ", ".join(f"{name} {used:.2f}" for name, used in busiest))
     ours = next((r for r in results if r.mode == OURS), None)
     if ours:
         for key, value in ours.operator.items():

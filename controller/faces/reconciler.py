@@ -135,6 +135,7 @@ async def reconcile_while_leading(
         )
         if not await first_of(elector.acquire(), stop.wait()):
             return 0  # told to stop while still a candidate
+        kube.actor = elector.me
     if operator.caches is not None:
         # The leader's watch caches: balloons, and claims of enabled namespaces (only the
         # leader reads them, so a standby keeps no copy).
@@ -165,6 +166,7 @@ async def reconcile_while_leading(
     resync.cancel()
     watchdog.cancel()
     await asyncio.gather(kopf_task, return_exceptions=True)
+    kube.actor = None
     if elector is not None and not lost:
         await asyncio.to_thread(elector.release)
     return LOST_LEADERSHIP if lost else 0

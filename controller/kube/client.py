@@ -34,23 +34,31 @@ def api_message(exc: ApiException) -> str:
         return str(exc.reason)
 
 
-def _count_requests(api: kubernetes.client.ApiClient, metrics: Metrics) -> None:
+WRITES = frozenset({"create", "update", "patch", "delete"})
+
+
+def _count_requests(kube: Kube, metrics: Metrics | None) -> None:
     """Every request this client sends (ours and our watch caches') counted by verb, resource
     and status: what the operator costs the API server, per run (issue: cost grows with the
-    work, not with the cluster)."""
-    send = api.call_api
+    work, not with the cluster). Every write but the Lease's own is logged as it is sent, with
+    the Lease holder the process acts as: the chaos benchmark reads these lines from every
+    replica to show that two leaders never act at once."""
+    send = kube.api.call_api
 
     def counted(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         verb, resource = apicalls.classify(method, url)
+        if verb in WRITES and resource != "leases":
+            log.info("api write", verb=verb, resource=resource, holder=kube.actor)
         code = "error"
         try:
             response = send(method, url, *args, **kwargs)
             code = str(getattr(response, "status", ""))
             return response
         finally:
-            metrics.api_requests.labels(verb=verb, resource=resource, code=code).inc()
+            if metrics is not None:
+                metrics.api_requests.labels(verb=verb, resource=resource, code=code).inc()
 
-    api.call_api = counted  # type: ignore[method-assign]
+    kube.api.call_api = counted  # type: ignore[method-assign]
 
 
 def load_client_config() -> kubernetes.client.ApiClient:
@@ -71,8 +79,10 @@ class Kube:
     ) -> None:
         self.api = api
         self.timeout = timeout
-        if metrics is not None:
-            _count_requests(api, metrics)
+        # The Lease holder identity this process writes as, once it leads (None: it does not
+        # lead, or leader election is off).
+        self.actor: str | None = None
+        _count_requests(self, metrics)
         self.core = kubernetes.client.CoreV1Api(api)
         self.apps = kubernetes.client.AppsV1Api(api)
         self.custom = kubernetes.client.CustomObjectsApi(api)
