@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_FLAGS ?=
 
-.PHONY: venv lint unit binaries e2e package test demo bench bench-scale fuzz compare-faults clean
+.PHONY: venv lint unit binaries e2e package test demo bench bench-scale bench-chaos fuzz compare-faults clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +65,15 @@ bench-scale: venv
 	$(BIN)/pip install --quiet -e '.[test,bench]'
 	bash e2e/build.sh etcd kubernetes kwok tekton
 	$(BIN)/python -m bench.scale $(SCALE_FLAGS)
+
+# R runs while the leader is killed every 20 s, the API server and the controller-manager are
+# restarted and an anchor node is cordoned (not part of CI; about 25 minutes; CI runs a short
+# version, e2e/tests/test_chaos.py). Smaller: make bench-chaos CHAOS_FLAGS="--runs 60 --seconds 120"
+CHAOS_FLAGS ?=
+bench-chaos: venv
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	bash e2e/build.sh etcd kubernetes kwok tekton helm
+	$(BIN)/python -m bench.chaos $(CHAOS_FLAGS)
 
 # Nodes that go away, with ours and with Tekton's assistant (not part of CI; about 15 minutes).
 compare-faults: venv

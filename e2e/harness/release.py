@@ -4,15 +4,17 @@ chart chose (the admission mode: policy where the API server serves it)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from e2e.harness import chart
 from e2e.harness.cluster import ClusterHandle
 from e2e.harness.coscheduler import Coscheduler
 
 
-def deploy(cluster: ClusterHandle) -> Coscheduler:
-    """Installs the chart, starts the controller, and returns once it leads and admission pins
-    TaskRun pods. Stop it with .stop()."""
-    operator = Coscheduler(cluster, env_overrides={"POD_NAMESPACE": chart.NAMESPACE})
+def deploy(cluster: ClusterHandle, env: Mapping[str, str] | None = None) -> Coscheduler:
+    """Installs the chart, starts the controller (with `env` over the test settings), and returns
+    once it leads and admission pins TaskRun pods. Stop it with .stop()."""
+    operator = Coscheduler(cluster, env_overrides={"POD_NAMESPACE": chart.NAMESPACE, **(env or {})})
     chart.install(cluster, operator.webhook_url, operator.ca_bundle)
     operator.env_overrides = {**operator.env_overrides, **chart.settings_of(cluster)}
     operator.kubeconfig = chart.service_account_kubeconfig(

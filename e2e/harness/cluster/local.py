@@ -7,7 +7,7 @@ import shutil
 import ssl
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import yaml
@@ -41,6 +41,7 @@ class LocalCluster(ClusterHandle):
         self.keep_run_dir = keep_run_dir
         self.pki: Pki | None = None
         self.startup_seconds: float | None = None
+        self._healthy: dict[str, Callable[[], bool]] = {}  # component -> its health check
 
     # lifecycle ---------------------------------------------------------------------------
     def start(self) -> LocalCluster:
@@ -68,6 +69,18 @@ class LocalCluster(ClusterHandle):
         super().__enter__()
         return self
 
+    def restart(self, name: str) -> float:
+        """Stops a component of the control plane (SIGTERM, as a static pod's restart does) and
+        starts it again with the same flags and port; returns once it is healthy, with the
+        seconds it was away."""
+        proc = next(p for p in self.processes if p.name == name)
+        t0 = time.monotonic()
+        proc.stop()
+        proc.start()
+        wait_until(self._healthy[name], timeout=self.start_timeout, what=f"{name} healthy again",
+                   process=proc)
+        return time.monotonic() - t0
+
     # components --------------------------------------------------------------------------
     def _start_etcd(self) -> str:
         client_port, peer_port = free_port(), free_port()
@@ -87,8 +100,9 @@ class LocalCluster(ClusterHandle):
                 "--log-level=warn",
             ],
         )
+        self._healthy[proc.name] = lambda: http_ok(f"{url}/health", expect=b'"health":"true"')
         wait_until(
-            lambda: http_ok(f"{url}/health", expect=b'"health":"true"'),
+            self._healthy[proc.name],
             timeout=self.start_timeout,
             what=f"etcd health at {url}",
             process=proc,
@@ -137,8 +151,9 @@ class LocalCluster(ClusterHandle):
         )
         ctx = ssl.create_default_context(cafile=str(pki.ca_cert))
         ctx.load_cert_chain(str(pki.admin_cert), str(pki.admin_key))
+        self._healthy[proc.name] = lambda: http_ok(f"{self.server}/readyz", ctx)
         wait_until(
-            lambda: http_ok(f"{self.server}/readyz", ctx),
+            self._healthy[proc.name],
             timeout=self.start_timeout,
             what=f"kube-apiserver /readyz at {self.server}",
             process=proc,
@@ -159,8 +174,9 @@ class LocalCluster(ClusterHandle):
         ctx = ssl.create_default_context()
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE  # self-signed serving cert from --cert-dir
+        self._healthy[proc.name] = lambda: http_ok(url, ctx)
         wait_until(
-            lambda: http_ok(url, ctx),
+            self._healthy[proc.name],
             timeout=self.start_timeout,
             what=f"{proc.name} {url}",
             process=proc,
