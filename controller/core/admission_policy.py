@@ -1,11 +1,14 @@
-"""Pure: the MutatingAdmissionPolicyBindings that make the chart's MutatingAdmissionPolicy act
-as the webhook does (policy mode), and the changes that get them there.
+"""Pure: the MutatingAdmissionPolicyBindings that make the chart's MutatingAdmissionPolicies
+act as the webhook does (policy mode), and the changes that get them there.
 
-The chart installs one static policy whose parameter kind is CoschedulingPolicy; the bindings
-are ours. A default binding, without a parameter, serves every enabled namespace with the
-default topology key (the policy's CEL falls back to it when `params` is null). A namespace
-whose CoschedulingPolicy sets another key gets a binding of its own naming that policy (the one
-`policy.resolve` picks: the oldest, as the webhook does), and the default binding leaves it out.
+The chart installs two static policies from one body: `<name>`, with the chart's default
+topology key and no parameter, and `<name>-custom`, whose parameter kind is CoschedulingPolicy;
+the bindings are ours. A default binding to the first serves every enabled namespace with the
+default key. A namespace whose CoschedulingPolicy sets another key gets a binding of its own to
+the second, naming that policy (the one `policy.resolve` picks: the oldest, as the webhook
+does), and the default binding leaves it out. Two policies, because a policy with a parameter
+kind goes unapplied for up to 30 s after every kube-apiserver start (its RESTMapper finds the
+CRD at its next reset; measured by e2e/tests/test_chaos.py): most namespaces never need one.
 A binding per namespace, not a parameter selected from the request's namespace: with a
 selector the API server skips the policy where a namespace has no CoschedulingPolicy, and runs
 it once per policy, in random order, where it has two (measured on 1.36.3, see
@@ -27,6 +30,7 @@ BINDING_KIND = "MutatingAdmissionPolicyBinding"
 BINDING_SELECTOR = f"{names.LABEL_MANAGED_BY}={names.APP}"
 NAMESPACE_NAME = "kubernetes.io/metadata.name"
 POLICY_SOURCE = "CoschedulingPolicy/"
+CUSTOM_SUFFIX = "-custom"
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,13 @@ class PolicyMode:
     default_topology_key: str
     # admissionregistration.k8s.io/v1 from 1.36; v1beta1 where 1.34 or 1.35 serve it.
     api_version: str = API_VERSION
+    # The policy with a CoschedulingPolicy parameter; "" where it is not installed, and then
+    # every namespace keeps the default binding.
+    custom_policy_uid: str = ""
+
+    @property
+    def custom_policy_name(self) -> str:
+        return self.policy_name + CUSTOM_SUFFIX
 
 
 def overrides(
@@ -80,10 +91,13 @@ def desired(
         "values": [mode.namespace_label_value],
     }
     excluded = sorted(set(mode.excluded_namespaces))
+    if not mode.custom_policy_uid:
+        overridden = {}
     out = [
         _binding(
             mode,
             default_binding_name(mode),
+            (mode.policy_name, mode.policy_uid),
             [enabled, _names("NotIn", sorted({*excluded, *overridden}))],
             None,
         )
@@ -95,6 +109,7 @@ def desired(
             _binding(
                 mode,
                 namespace_binding_name(mode, namespace),
+                (mode.custom_policy_name, mode.custom_policy_uid),
                 [enabled, _names("In", [namespace])],
                 {"name": overridden[namespace], "parameterNotFoundAction": "Allow"},
             )
@@ -109,11 +124,12 @@ def _names(operator: str, values: Sequence[str]) -> dict[str, Any]:
 def _binding(
     mode: PolicyMode,
     name: str,
+    policy: tuple[str, str],  # (name, uid) of the policy bound, its owner
     expressions: list[dict[str, Any]],
     param_ref: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {
-        "policyName": mode.policy_name,
+        "policyName": policy[0],
         "matchResources": {"namespaceSelector": {"matchExpressions": expressions}},
     }
     if param_ref is not None:
@@ -129,8 +145,8 @@ def _binding(
                 {
                     "apiVersion": mode.api_version,
                     "kind": POLICY_KIND,
-                    "name": mode.policy_name,
-                    "uid": mode.policy_uid,
+                    "name": policy[0],
+                    "uid": policy[1],
                 }
             ],
         },

@@ -36,6 +36,7 @@ class PolicyBindings:
         self.active = False  # set once this replica leads
         self._lock = threading.Lock()
         self._missing_said = False
+        self._custom_missing_said = False
 
     def sync(self, facts: Facts) -> None:
         if not (self.active and facts.synced):
@@ -61,6 +62,14 @@ class PolicyBindings:
                 self._missing_said = True
             return
         self._missing_said = False
+        custom = self.api.get_policy(s.admission_policy_name + admission_policy.CUSTOM_SUFFIX)
+        if custom is None and not self._custom_missing_said:
+            log.error(
+                "the chart's second MutatingAdmissionPolicy is not installed: namespaces whose "
+                "CoschedulingPolicy sets another topologyKey get the default one",
+                policy=s.admission_policy_name + admission_policy.CUSTOM_SUFFIX,
+            )
+        self._custom_missing_said = custom is None
         mode = admission_policy.PolicyMode(
             policy_name=s.admission_policy_name,
             policy_uid=str((policy.get("metadata") or {}).get("uid") or ""),
@@ -69,6 +78,7 @@ class PolicyBindings:
             excluded_namespaces=(self.own_namespace, "kube-system"),
             default_topology_key=s.topology_key,
             api_version=f"{policy.get('apiVersion')}",
+            custom_policy_uid=str(((custom or {}).get("metadata") or {}).get("uid") or ""),
         )
         overridden = admission_policy.overrides(facts.policies, s.topology_key)
         wanted = admission_policy.desired(mode, overridden, stand_aside=facts.assistant_blocks)

@@ -116,7 +116,7 @@ class Fleet:
             replica.stop()
 
 
-@dataclass
+@dataclass(eq=False)  # a Thread: hashed by identity
 class Chaos(threading.Thread):
     cluster: LocalCluster
     fleet: Fleet

@@ -75,18 +75,20 @@ def terms(pod: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def install_policy(cluster: ClusterHandle) -> None:
-    """The chart's policy as it renders in policy mode, and the default binding the operator
+    """The chart's policies as they render in policy mode, and the default binding the operator
     would keep (made here by the same pure function)."""
-    [policy] = [d for d in chart.render({"admission.mode": "policy"})
+    policies = [d for d in chart.render({"admission.mode": "policy"})
                 if d["kind"] == "MutatingAdmissionPolicy"]
     with cluster.api_client() as api:
         custom = client.CustomObjectsApi(api)
-        made = custom.create_cluster_custom_object(
+        default, with_param = (custom.create_cluster_custom_object(
             "admissionregistration.k8s.io", "v1", "mutatingadmissionpolicies", policy)
+            for policy in policies)
         mode = admission_policy.PolicyMode(
-            policy_name=policy["metadata"]["name"], policy_uid=made["metadata"]["uid"],
+            policy_name=default["metadata"]["name"], policy_uid=default["metadata"]["uid"],
             namespace_label=names.NAMESPACE_LABEL, namespace_label_value="true",
-            excluded_namespaces=("kube-system",), default_topology_key="kubernetes.io/hostname")
+            excluded_namespaces=("kube-system",), default_topology_key="kubernetes.io/hostname",
+            custom_policy_uid=with_param["metadata"]["uid"])
         for binding in admission_policy.desired(mode, {}, stand_aside=False):
             custom.create_cluster_custom_object(
                 "admissionregistration.k8s.io", "v1", "mutatingadmissionpolicybindings", binding)

@@ -85,7 +85,7 @@ def test_killed_leaders_and_restarted_control_plane_leave_every_run_whole(
         faults.add_pv(cluster, faults.ZONE, ("zone-a", "zone-b")[i % 2])
     bodies = [tr.fan_out_fan_in(tr.unique("chaos"), annotations={tr.RUN_SECONDS: "3"})
               for _ in range(RUNS)]
-    fleet = chaos.Fleet(cluster, coscheduler, standbys=2)
+    fleet = chaos.Fleet(cluster, coscheduler, standbys=1)
     fleet.start()
     try:
         said, done, _ = chaos.drive(cluster, fleet, ns, bodies,

@@ -109,24 +109,34 @@ def test_auto_is_policy_mode_where_the_api_server_serves_it_and_then_no_webhook_
     assert [p["name"] for p in one(docs, "Service")["spec"]["ports"]] == ["metrics"]
     env = env_of(docs)
     assert env["COSCHEDULER_ADMISSION_MODE"] == "policy" and env["COSCHEDULER_WEBHOOK_PORT"] == "0"
-    assert env["COSCHEDULER_ADMISSION_POLICY_NAME"] == one(docs, "MutatingAdmissionPolicy")["metadata"]["name"]
+    policy, custom = by_kind(docs, "MutatingAdmissionPolicy")
+    assert env["COSCHEDULER_ADMISSION_POLICY_NAME"] == policy["metadata"]["name"]
     pod = one(docs, "Deployment")["spec"]["template"]["spec"]
     assert [v["name"] for v in pod["volumes"]] == ["tmp"]
-    policy = one(docs, "MutatingAdmissionPolicy")
-    assert policy["spec"]["paramKind"] == {"apiVersion": "tekton-coscheduler.dev/v1alpha1",
+    # The default path has no parameter kind (one goes unapplied for a while after every API
+    # server start); only the policy for namespaces with their own topology key has one.
+    assert "paramKind" not in policy["spec"]
+    assert custom["metadata"]["name"] == policy["metadata"]["name"] + "-custom"
+    assert custom["spec"]["paramKind"] == {"apiVersion": "tekton-coscheduler.dev/v1alpha1",
                                            "kind": "CoschedulingPolicy"}
-    assert (policy["spec"]["failurePolicy"], policy["spec"]["reinvocationPolicy"]) == ("Ignore", "IfNeeded")
-    # the guard: the operator's account may bind only this policy
+    for each in (policy, custom):
+        assert (each["spec"]["failurePolicy"], each["spec"]["reinvocationPolicy"]) == ("Ignore", "IfNeeded")
+    assert policy["spec"]["mutations"] == custom["spec"]["mutations"]
+    assert policy["spec"]["matchConditions"] == custom["spec"]["matchConditions"]
+    # the guard: the operator's account may bind only these two policies
     guard = one(docs, "ValidatingAdmissionPolicy")
-    assert policy["metadata"]["name"] in guard["spec"]["validations"][0]["expression"]
+    expression = guard["spec"]["validations"][0]["expression"]
+    assert f"'{policy['metadata']['name']}'" in expression and f"'{custom['metadata']['name']}'" in expression
     # and without the API, auto is webhook mode
     assert "MutatingWebhookConfiguration" in {d["kind"] for d in chart.render()}
 
 
 def test_policy_mode_uses_the_chart_topology_key_as_the_default() -> None:
     docs = chart.render({"admission.mode": "policy", "config.topologyKey": "topology.kubernetes.io/zone"})
-    variables = {v["name"]: v["expression"] for v in one(docs, "MutatingAdmissionPolicy")["spec"]["variables"]}
-    assert variables["topologyKey"].count("'topology.kubernetes.io/zone'") == 2
+    policy, custom = ({v["name"]: v["expression"] for v in p["spec"]["variables"]}
+                      for p in by_kind(docs, "MutatingAdmissionPolicy"))
+    assert policy["topologyKey"] == "'topology.kubernetes.io/zone'"
+    assert custom["topologyKey"].count("'topology.kubernetes.io/zone'") == 2
 
 
 def test_the_alert_rules_read_metrics_the_controller_serves() -> None:

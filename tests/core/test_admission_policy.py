@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 from controller.core import admission_policy as ap
@@ -16,6 +17,7 @@ MODE = ap.PolicyMode(
     namespace_label_value="true",
     excluded_namespaces=("tekton-coscheduler", "kube-system"),
     default_topology_key="kubernetes.io/hostname",
+    custom_policy_uid="uid-2",
 )
 
 
@@ -63,8 +65,20 @@ def test_a_namespace_whose_policy_sets_another_key_gets_its_own_binding_to_that_
     assert "team-zone" in selector(default)[1]["values"]
     assert own["metadata"]["name"] == "tcs-tekton-coscheduler-ns-team-zone"
     assert own["spec"]["paramRef"] == {"name": "zone", "parameterNotFoundAction": "Allow"}
+    # Only these bind the policy with a parameter (unapplied for a while after an API server
+    # start); the default binding's policy has none.
+    assert (default["spec"]["policyName"], own["spec"]["policyName"]) == (
+        "tcs-tekton-coscheduler", "tcs-tekton-coscheduler-custom")
+    owner = own["metadata"]["ownerReferences"][0]
+    assert (owner["name"], owner["uid"]) == ("tcs-tekton-coscheduler-custom", "uid-2")
     assert selector(own)[1] == {"key": "kubernetes.io/metadata.name", "operator": "In",
                                 "values": ["team-zone"]}
+
+
+def test_without_the_policy_with_a_parameter_every_namespace_keeps_the_default_binding() -> None:
+    alone = dataclasses.replace(MODE, custom_policy_uid="")
+    [binding] = ap.desired(alone, {"team-zone": "zone"}, stand_aside=False)
+    assert "team-zone" not in selector(binding)[1]["values"]
 
 
 def test_the_oldest_policy_of_a_namespace_is_the_one_bound() -> None:
