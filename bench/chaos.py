@@ -30,13 +30,14 @@ from controller.core import names
 from e2e.harness import chaos, faults, leaders, release
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import LocalCluster
+from e2e.harness.fleet import Fleet
 
 
 def say(text: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
 
-def plot(done: chaos.Chaos, census: chaos.Census, fleet: chaos.Fleet, path: Path) -> Path:
+def plot(done: chaos.Chaos, census: chaos.Census, fleet: Fleet, path: Path) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -84,7 +85,7 @@ def main() -> int:
         operator = release.deploy(cluster, env={
             "COSCHEDULER_LEASE_DURATION": str(args.lease), "COSCHEDULER_RESYNC_INTERVAL": "30",
             "COSCHEDULER_LOG_LEVEL": "INFO", "COSCHEDULER_BALLOON_STUCK_AFTER": "30"})
-        fleet = chaos.Fleet(cluster, operator, standbys=2)
+        fleet = Fleet(cluster, operator, standbys=2)
         fleet.start()
         ns = cluster.create_namespace("chaos", labels={names.NAMESPACE_LABEL: "true"})
         bodies = [tr.fan_out_fan_in(f"chaos-{i}", annotations={tr.RUN_SECONDS: "5"})

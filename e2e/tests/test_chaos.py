@@ -15,6 +15,7 @@ from e2e.harness import chaos, faults, leaders
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import ClusterHandle, LocalCluster
 from e2e.harness.coscheduler import Coscheduler
+from e2e.harness.fleet import Fleet
 
 RUNS = 12
 SECONDS = 70.0
@@ -85,7 +86,7 @@ def test_killed_leaders_and_restarted_control_plane_leave_every_run_whole(
         faults.add_pv(cluster, faults.ZONE, ("zone-a", "zone-b")[i % 2])
     bodies = [tr.fan_out_fan_in(tr.unique("chaos"), annotations={tr.RUN_SECONDS: "3"})
               for _ in range(RUNS)]
-    fleet = chaos.Fleet(cluster, coscheduler, standbys=1)
+    fleet = Fleet(cluster, coscheduler, standbys=1)
     fleet.start()
     try:
         said, done, _ = chaos.drive(cluster, fleet, ns, bodies,
