@@ -146,6 +146,9 @@ class Outcome:
     runs: int
     succeeded: int = 0
     failed: list[str] = field(default_factory=list)  # "name: reason"
+    # Failed by Tekton itself: a TaskRun it failed because the API server was down when it
+    # built the pod (no request of it reached admission). Reported, not counted against us.
+    failed_by_outage: list[str] = field(default_factory=list)
     stuck: list[str] = field(default_factory=list)
     misplaced: int = 0
     orphans: int = 0
@@ -178,8 +181,10 @@ def outcome(
         elif state is None:
             result.stuck.append(name)
         else:
-            said = tr.succeeded_condition(run or {}).get("message", "")
-            result.failed.append(f"{name}: {state[1]} {said}")
+            why = _failed_tasks(cluster, namespace, uid)
+            by_outage = failed_by_outage(why, cluster.server)
+            (result.failed_by_outage if by_outage else result.failed).append(
+                f"{name}: {'; '.join(why) or state[1]}")
         anchors = {b.node for b in recorder.balloons(uid) if b.node}
         result.misplaced += sum(1 for p in recorder.pods(uid) if p.node and p.node not in anchors)
     with cluster.api_client() as api:
@@ -195,6 +200,21 @@ def outcome(
         result.max_leaderless = leaders.longest_gap(
             leaders.leading_spans(logs), chaos.started, chaos.ended, excused=chaos.api_down)
     return result
+
+
+def failed_by_outage(said: list[str], server: str) -> bool:
+    """Did Tekton fail every one of these TaskRuns because it could not reach the API server
+    (`server`) itself? Its words name the address it dialled."""
+    refused = f"dial tcp {server.removeprefix('https://')}: connect: connection refused"
+    return bool(said) and all(refused in each for each in said)
+
+
+def _failed_tasks(cluster: LocalCluster, namespace: str, uid: str) -> list[str]:
+    """What Tekton said of each failed TaskRun of a run."""
+    with cluster.api_client() as api:
+        runs = tr.task_runs(client.CustomObjectsApi(api), namespace, uid)
+    return [f"{t['metadata']['name']}: {tr.succeeded_condition(t).get('message', '')}"
+            for t in runs if (tr.outcome(t) or ("",))[0] == "False"]
 
 
 def _create(custom: client.CustomObjectsApi, namespace: str, body: dict[str, Any]) -> str:

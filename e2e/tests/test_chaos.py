@@ -72,6 +72,22 @@ def test_log_lines_are_read_from_json_and_the_rest_skipped(tmp_path: Path) -> No
     assert lines[1].at - lines[0].at == 1.5
 
 
+SERVER = "https://127.0.0.1:44995"
+# Tekton v1.15.0's words for a TaskRun it failed while the API server restarted (bench-chaos).
+TEKTON_OUTAGE = ('chaos-84-publish: failed to create task run pod "chaos-84-publish": translating '
+                 'TaskSpec to Pod: Get "https://127.0.0.1:44995/api/v1/namespaces/chaos/'
+                 'serviceaccounts/default": dial tcp 127.0.0.1:44995: connect: connection refused.'
+                 ' Maybe invalid TaskSpec')
+
+
+def test_a_run_tekton_failed_for_want_of_the_api_server_is_told_apart() -> None:
+    assert chaos.failed_by_outage([TEKTON_OUTAGE], SERVER)
+    # Any other failure, or another address refusing (a webhook of ours), counts against us.
+    assert not chaos.failed_by_outage([TEKTON_OUTAGE, "build-a: step exited 1"], SERVER)
+    assert not chaos.failed_by_outage([TEKTON_OUTAGE.replace("44995", "8443")], SERVER)
+    assert not chaos.failed_by_outage([], SERVER)
+
+
 @pytest.mark.e2e
 @pytest.mark.faults
 def test_killed_leaders_and_restarted_control_plane_leave_every_run_whole(
