@@ -67,7 +67,7 @@ bench-scale: venv
 	$(BIN)/python -m bench.scale $(SCALE_FLAGS)
 
 # R runs while the leader is killed every 20 s, the API server and the controller-manager are
-# restarted and an anchor node is cordoned (not part of CI; about 25 minutes; CI runs a short
+# restarted and an anchor node is cordoned (not part of CI; about 15 minutes; CI runs a short
 # version, e2e/tests/test_chaos.py). Smaller: make bench-chaos CHAOS_FLAGS="--runs 60 --seconds 120"
 CHAOS_FLAGS ?=
 bench-chaos: venv

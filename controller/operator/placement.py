@@ -57,13 +57,21 @@ class Placement:
         self._misplaced: set[str] = set()
         # run uid -> (node it left, why): said in AnchorMoved once the new pod is bound
         self._moving: dict[str, tuple[str, str]] = {}
+        self._asked: set[str] = set()  # runs whose balloon pods were listed once
         self._lock = threading.Lock()
 
     def node_of(self, namespace: str, run_uid: str) -> str | None:
-        known = self.index.anchor(run_uid)
-        if known:
-            return known
-        # Not seen yet (a restart, before the balloon's pod event arrived): ask once.
+        """Where the run's balloon pod is bound, as the pod watch reported it. Asked of the API
+        server at most once per run, for a run whose balloon pod the watch has not reported
+        (the moments after a restart, or a pod not made yet): a run that waits for its anchor
+        is checked every few seconds, and must not cost a LIST each time."""
+        seen = self.index.balloon(run_uid)
+        if seen is not None:
+            return seen.node or None
+        with self._lock:
+            if run_uid in self._asked:
+                return None
+            self._asked.add(run_uid)
         for pod in self.kube.list_balloon_pods(namespace, run_uid):
             node = (pod.get("spec") or {}).get("nodeName")
             if node:
@@ -74,6 +82,7 @@ class Placement:
         self.index.forget(run_uid)
         with self._lock:
             self._moving.pop(run_uid, None)
+            self._asked.discard(run_uid)
 
     def expect_move(self, run_uid: str, node: str, why: str) -> None:
         """The operator is moving the anchor off `node` (core/anchor.py)."""

@@ -154,6 +154,13 @@ class PodIndex:
             state = self._runs.get(run_uid)
             return state.balloon if state else None
 
+    def balloon_waiting(self, run_uid: str) -> Waiting | None:
+        """The run's balloon pod, if it waits for a node, with the scheduler's words."""
+        with self._lock:
+            state = self._runs.get(run_uid)
+            found = [w for w in state.waiting.values() if w.balloon] if state else []
+            return found[0] if found else None
+
     def run_pods(self, run_uid: str) -> list[RunPod]:
         with self._lock:
             state = self._runs.get(run_uid)

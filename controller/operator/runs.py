@@ -236,8 +236,12 @@ class Operator:
             run.namespace, run.uid
         ):
             return
-        pods = self.kube.list_balloon_pods(run.namespace, run.uid)
-        if pods:
+        # The scheduler's words as the pod watch saw them; asked only of a balloon pod the
+        # watch never reported (the StatefulSet could not make one, or just after a restart).
+        waiting = self.index.balloon_waiting(run.uid)
+        if waiting is not None or self.index.balloon(run.uid) is not None:
+            message = (waiting.message if waiting else "") or "the pod is not scheduled"
+        elif pods := self.kube.list_balloon_pods(run.namespace, run.uid):
             message = scheduled_condition(pods[0]).get("message") or "the pod is not scheduled"
         else:
             message = "the StatefulSet has no pod (quota, LimitRange or admission?)"

@@ -219,3 +219,32 @@ def test_once_seeded_a_resync_asks_the_api_server_nothing_when_all_is_well() -> 
     counting.calls.clear()
     resync()
     assert counting.calls == []
+
+
+def test_runs_waiting_for_their_anchor_are_checked_from_the_pod_watch_not_listed() -> None:
+    """A balloon with no node past the grace period is said on the run each resync, with the
+    scheduler's words as the pod watch saw them: no LIST of pods per waiting run and round."""
+    kube = MemoryKube()
+    counting = Counting(kube)
+    operator = Operator(Settings(), counting, StaticView(), Metrics(), MemoryCaches(kube))  # type: ignore[arg-type]
+    said: list[str] = []
+    operator.notifier.tell = lambda ref, notice, key: said.append(notice.message)  # type: ignore[method-assign]
+    for i in range(3):
+        body = factories.pipelinerun(name=f"wait-{i}", uid=f"wait-{i}-uid")
+        kube.runs[body["metadata"]["name"]] = body
+        operator.reconcile_run(body)
+        operator.index.balloon_event({
+            "metadata": {"name": f"b-{i}", "namespace": "team-a", "uid": f"b{i}",
+                         "labels": balloon.selector_labels(f"wait-{i}-uid")},
+            "spec": {},
+            "status": {"conditions": [{"type": "PodScheduled", "status": "False",
+                                       "reason": "Unschedulable",
+                                       "message": "0/4 nodes are available: 4 Insufficient cpu."}]},
+        }, deleted=False)
+    resync = Resync(operator)
+    resync()
+    counting.calls.clear()
+    for _ in range(3):
+        resync()
+    assert "list_balloon_pods" not in counting.calls
+    assert said and all("4 Insufficient cpu" in m for m in said)
