@@ -128,6 +128,15 @@ def add_pv(cluster: ClusterApi, key: str, value: str, size: str = "1Gi") -> str:
     return name
 
 
+def remove_unused_pvs(cluster: ClusterApi, names: list[str]) -> None:
+    """Deletes those of the volumes `names` that no claim took."""
+    with cluster.api_client() as api:
+        core = client.CoreV1Api(api)
+        for pv in core.list_persistent_volume().items:
+            if pv.metadata.name in names and pv.status.phase == "Available":
+                core.delete_persistent_volume(pv.metadata.name)
+
+
 # -- a pool of two nodes for one scenario ---------------------------------------------------------
 
 POOL = "e2e.tekton-coscheduler.dev/pool"

@@ -98,8 +98,9 @@ def test_killed_leaders_and_restarted_control_plane_leave_every_run_whole(
     lease = float(coscheduler.env()["COSCHEDULER_LEASE_DURATION"])
     ns = cluster.create_namespace(f"chaos-{uuid.uuid4().hex[:6]}",
                                   labels={names.NAMESPACE_LABEL: "true"})
-    for i in range(RUNS):  # zonal volumes: an anchor on the cordoned node may move in its zone
-        faults.add_pv(cluster, faults.ZONE, ("zone-a", "zone-b")[i % 2])
+    # Zonal volumes: an anchor on the cordoned node may move within its zone.
+    volumes = [faults.add_pv(cluster, faults.ZONE, ("zone-a", "zone-b")[i % 2])
+               for i in range(RUNS)]
     bodies = [tr.fan_out_fan_in(tr.unique("chaos"), annotations={tr.RUN_SECONDS: "3"})
               for _ in range(RUNS)]
     fleet = Fleet(cluster, coscheduler, standbys=1)
@@ -109,6 +110,8 @@ def test_killed_leaders_and_restarted_control_plane_leave_every_run_whole(
                                     chaos.Plan.over(SECONDS, leader_every=20), timeout=240)
     finally:
         fleet.stop_standbys()
+        # Runs may have taken other free volumes: those of ours left must not serve later tests.
+        faults.remove_unused_pvs(cluster, volumes)
         cluster.wait_for(coscheduler.leads, timeout=60, what="the session's replica leads again")
     print("\n".join(f"{t - done.started:6.1f} s  {what}" for t, what in done.events))
     print(said)
