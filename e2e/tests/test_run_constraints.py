@@ -125,9 +125,11 @@ def test_a_preempted_balloon_moves_and_says_so(
     balloon (budgets do not stop it), its StatefulSet makes a new one, and the anchor follows."""
     s = runs
     faults.volumes_across_the_pool(s.cluster, pool)
-    run = s.start(faults.pool_pipeline(tr.unique("preempt"), pool, "4"))
+    # Cordoned before the run starts: the balloon is made within milliseconds of the run, and
+    # the scheduler would rather take the bigger node.
     faults.cordon(s.cluster, pool.big)
     try:
+        run = s.start(faults.pool_pipeline(tr.unique("preempt"), pool, "4"))
         with cluster.api_client() as api:
             client.SchedulingV1Api(api).create_priority_class(
                 {"metadata": {"name": f"urgent-{pool.label[faults.POOL]}"}, "value": 1000000})  # type: ignore[arg-type]
@@ -150,9 +152,10 @@ def test_explain_says_where_the_pods_went_and_what_holds_the_anchor(
 ) -> None:
     s = runs
     faults.add_pv(s.cluster, faults.HOSTNAME, pool.small)
-    run = s.start(faults.pool_pipeline(tr.unique("explain"), pool, "100m", first_seconds="20"))
-    faults.cordon(s.cluster, pool.big)
+    faults.cordon(s.cluster, pool.big)  # before the run: see the test above
     try:
+        run = s.start(faults.pool_pipeline(tr.unique("explain"), pool, "100m",
+                                           first_seconds="20"))
         assert s.anchor(run) == pool.small
     finally:
         faults.cordon(s.cluster, pool.big, on=False)
