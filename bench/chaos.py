@@ -23,20 +23,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
+from bench.scale import say
 from controller.core import names
 from e2e.harness import chaos, faults, leaders, release
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import LocalCluster
 from e2e.harness.fleet import Fleet
-
-
-def say(text: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
 
 def plot(done: chaos.Chaos, census: chaos.Census, fleet: Fleet, path: Path) -> Path:

@@ -262,7 +262,7 @@ def plot(results: list[ModeResult], out: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    paths = []
+    paths: list[Path] = []
     fig, ax = plt.subplots(figsize=(8, 4))
     for r in results:
         if r.series:
@@ -271,11 +271,8 @@ def plot(results: list[ModeResult], out: Path) -> list[Path]:
         if r.mode == OURS and r.series:
             ax.plot([s[0] for s in r.series], [s[2] for s in r.series], "--",
                     label=f"{r.mode}: balloons")
-    ax.set_xlabel("seconds since the runs were created")
-    ax.set_ylabel("count")
-    ax.legend()
-    paths.append(out / "scale-timeseries.png")
-    fig.savefig(paths[-1], dpi=100, bbox_inches="tight")
+    paths.append(_save(fig, ax, "seconds since the runs were created", "count",
+                       out / "scale-timeseries.png"))
     fig, ax = plt.subplots(figsize=(8, 4))
     for r in results:
         for values, what in ((r.first_layers, "first layer bound"), (r.anchors, "anchor bound")):
@@ -283,12 +280,17 @@ def plot(results: list[ModeResult], out: Path) -> list[Path]:
                 ordered = sorted(values)
                 ax.plot(ordered, [(i + 1) / len(ordered) for i in range(len(ordered))],
                         label=f"{r.mode}: {what}")
-    ax.set_xlabel("seconds from PipelineRun creation")
-    ax.set_ylabel("share of runs")
-    ax.legend()
-    paths.append(out / "scale-latency.png")
-    fig.savefig(paths[-1], dpi=100, bbox_inches="tight")
+    paths.append(_save(fig, ax, "seconds from PipelineRun creation", "share of runs",
+                       out / "scale-latency.png"))
     return paths
+
+
+def _save(fig: Any, ax: Any, xlabel: str, ylabel: str, path: Path) -> Path:
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend()
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    return path
 
 
 def main() -> int:
