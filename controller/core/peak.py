@@ -1,0 +1,227 @@
+"""Pure: what a PipelineRun will need at once on its node, its peak concurrent requests.
+
+Tasks that the DAG does not order (by `runAfter` or by a result reference) may run at the same
+time: whatever their durations, Tekton starts a task as soon as the tasks it depends on are
+done. So the peak is, per resource, the heaviest antichain of the DAG (a set of tasks of which
+none comes after another), weighing each task by its pod's requests times its matrix fan-out;
+the `finally` tasks, which all start together once the rest is done, are a set of their own.
+The heaviest antichain is found exactly by the weighted form of Dilworth's theorem: total weight
+minus a maximum flow through the DAG's order (`_heaviest_antichain`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from controller.core import podrequests, quantity
+from controller.core.quantity import Amounts
+
+_RESULT_REF = re.compile(r"tasks\.([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.results\.")
+_TEKTON_KINDS = {None, "", "Task", "ClusterTask"}
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    requests: Amounts  # of one pod
+    pods: int = 1  # matrix fan-out
+    after: frozenset[str] = frozenset()
+
+    @property
+    def weight(self) -> Amounts:
+        return quantity.scale(self.requests, self.pods)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    peak: Amounts
+    tasks: Mapping[str, Amounts]  # each pipeline task, fan-out included
+    # Tasks whose spec we could not read (resolvers, a Task we may not read): the policy's
+    # estimate stood for them.
+    unknown: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def dependencies(task: Mapping[str, Any]) -> frozenset[str]:
+    """`runAfter` and the tasks whose results the task's params, matrix or when refer to
+    (`PipelineTask.Deps` in Tekton)."""
+    refs = json.dumps([task.get("params"), task.get("matrix"), task.get("when")])
+    named = {m.group(1) for m in _RESULT_REF.finditer(refs)}
+    after = {str(a) for a in task.get("runAfter") or [] if isinstance(a, str)}
+    return frozenset(named | after)
+
+
+def fan_out(task: Mapping[str, Any]) -> tuple[int, bool]:
+    """The number of TaskRuns a matrix makes (`Matrix.CountCombinations`), and whether it is
+    known before the run: an array that comes from a result is known only at run time, and
+    counts as one here."""
+    matrix = task.get("matrix")
+    if not isinstance(matrix, Mapping):
+        return 1, True
+    params = [p for p in matrix.get("params") or [] if isinstance(p, Mapping)]
+    include = [i for i in matrix.get("include") or [] if isinstance(i, Mapping)]
+    count, known = (1 if params else 0), True
+    arrays: dict[str, list[Any]] = {}
+    for p in params:
+        value = p.get("value")
+        if isinstance(value, list):
+            arrays[str(p.get("name"))] = value
+            count *= max(len(value), 1)
+        else:
+            known = False
+    if not params:
+        count = len(include)
+    else:
+        # Params make every combination of their arrays; an include entry adds one TaskRun
+        # when it names a value outside them, and otherwise joins the ones it matches.
+        for entry in include:
+            named = [p for p in entry.get("params") or []
+                     if isinstance(p, Mapping) and str(p.get("name")) in arrays]
+            if any(p.get("value") not in arrays[str(p.get("name"))] for p in named):
+                count += 1
+    return max(count, 1), known
+
+
+def task_spec_of(task: Mapping[str, Any], read: Callable[[str], Mapping[str, Any] | None]
+                 ) -> tuple[Mapping[str, Any] | None, bool]:
+    """The spec of a pipeline task's Task and whether it makes a pod: inline, or a namespaced
+    Task by name through `read` (None when it cannot be read). Custom tasks make no pod."""
+    inline = task.get("taskSpec")
+    if isinstance(inline, Mapping):
+        if inline.get("apiVersion") and inline.get("kind") not in _TEKTON_KINDS:
+            return None, False
+        return inline, True
+    ref = task.get("taskRef")
+    if not isinstance(ref, Mapping):
+        return None, not task.get("pipelineRef") and not task.get("pipelineSpec")
+    if ref.get("apiVersion") and not str(ref.get("apiVersion")).startswith("tekton.dev/"):
+        return None, False
+    if ref.get("resolver") or ref.get("kind") not in _TEKTON_KINDS or not ref.get("name"):
+        return None, True
+    return read(str(ref["name"])), True
+
+
+def estimate(
+    pipeline_spec: Mapping[str, Any],
+    read_task: Callable[[str], Mapping[str, Any] | None],
+    task_run_specs: Mapping[str, Mapping[str, Any]],
+    namespace: podrequests.Namespace | None = None,
+    unknown_task: Amounts | None = None,
+) -> Estimate:
+    """The run's peak from its resolved pipeline. `task_run_specs` are the run's
+    `taskRunSpecs` by pipeline task name; `unknown_task` stands for a task whose spec cannot
+    be read. Raises ValueError for a quantity that does not parse."""
+    unknown: list[str] = []
+    notes: list[str] = []
+    weights: dict[str, Amounts] = {}
+
+    def nodes(tasks: Iterable[Any]) -> list[Node]:
+        out = []
+        for task in tasks:
+            if not isinstance(task, Mapping) or not task.get("name"):
+                continue
+            name = str(task["name"])
+            spec, makes_pod = task_spec_of(task, read_task)
+            if not makes_pod:
+                requests: Amounts = {}
+            elif spec is None:
+                unknown.append(name)
+                requests = {**(unknown_task or {}), quantity.PODS: 1000}
+            else:
+                requests = podrequests.pod_requests(
+                    spec, task_run_specs.get(name), namespace or podrequests.Namespace()
+                )
+            pods, known = fan_out(task)
+            if not known:
+                notes.append(f"the matrix of {name} is sized by a result: counted as {pods}")
+            node = Node(name, requests, pods, dependencies(task))
+            weights[name] = node.weight
+            out.append(node)
+        return out
+
+    main = nodes(pipeline_spec.get("tasks") or [])
+    final = nodes(pipeline_spec.get("finally") or [])
+    return Estimate(peak(main, final), weights, tuple(unknown), tuple(notes))
+
+
+def peak(tasks: Sequence[Node], final: Sequence[Node] = ()) -> Amounts:
+    """Per resource, the most the run can ask at once."""
+    resources = {r for n in [*tasks, *final] for r in n.requests}
+    order = _closure(tasks)
+    out: Amounts = {}
+    for r in sorted(resources):
+        weights = {n.name: n.weight.get(r, 0) for n in tasks}
+        main = _heaviest_antichain(weights, order)
+        out[r] = max(main, sum(n.weight.get(r, 0) for n in final))
+    return {r: a for r, a in out.items() if a > 0}
+
+
+def _closure(tasks: Sequence[Node]) -> dict[str, set[str]]:
+    """For each task, every task that must finish before it starts."""
+    known = {n.name for n in tasks}
+    direct = {n.name: {d for d in n.after if d in known and d != n.name} for n in tasks}
+    before: dict[str, set[str]] = {}
+
+    def walk(name: str, path: frozenset[str]) -> set[str]:
+        if name in before:
+            return before[name]
+        found: set[str] = set()
+        for dep in direct[name]:
+            if dep in path:  # a cycle, which Tekton refuses; do not loop on it
+                continue
+            found |= {dep, *walk(dep, path | {dep})}
+        before[name] = found
+        return found
+
+    for n in tasks:
+        walk(n.name, frozenset({n.name}))
+    return before
+
+
+def _heaviest_antichain(weights: Mapping[str, int], before: Mapping[str, set[str]]) -> int:
+    """Weighted Dilworth: the heaviest antichain weighs as much as the fewest chains that cover
+    every task as many times as its weight, which is the total weight less a maximum flow from
+    each task's left copy to the right copy of every task after it (Edmonds-Karp)."""
+    names = [n for n, w in weights.items() if w > 0]
+    if not names:
+        return 0
+    source, sink = ("s", ""), ("t", "")
+    cap: dict[tuple[str, str], dict[tuple[str, str], int]] = {source: {}, sink: {}}
+    infinite = sum(weights.values()) + 1
+
+    def edge(a: tuple[str, str], b: tuple[str, str], c: int) -> None:
+        cap.setdefault(a, {})[b] = cap.setdefault(a, {}).get(b, 0) + c
+        cap.setdefault(b, {}).setdefault(a, 0)
+
+    for n in names:
+        edge(source, ("l", n), weights[n])
+        edge(("r", n), sink, weights[n])
+        for m in names:
+            if n in before.get(m, ()):
+                edge(("l", n), ("r", m), infinite)
+    flow = 0
+    while True:
+        parent: dict[tuple[str, str], tuple[str, str]] = {source: source}
+        queue = deque([source])
+        while queue and sink not in parent:
+            here = queue.popleft()
+            for there, c in cap[here].items():
+                if c > 0 and there not in parent:
+                    parent[there] = here
+                    queue.append(there)
+        if sink not in parent:
+            return sum(weights[n] for n in names) - flow
+        push, v = infinite, sink
+        while v != source:
+            push, v = min(push, cap[parent[v]][v]), parent[v]
+        v = sink
+        while v != source:
+            cap[parent[v]][v] -= push
+            cap[v][parent[v]] += push
+            v = parent[v]
+        flow += push
