@@ -31,6 +31,12 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.reservations = Counter(
+            f"{PREFIX}_reservations",
+            "Reservation pods made and deleted (capacity-aware anchoring), by action",
+            ["action"],
+            registry=r,
+        )
         self.admissions = Counter(
             f"{PREFIX}_admissions", "Admission requests by outcome", ["outcome"], registry=r
         )

@@ -21,7 +21,7 @@ from controller.core.fragments import (
     Resources,
     Toleration,
 )
-from controller.core.policy import EffectivePolicy, Isolation
+from controller.core.policy import Capacity, EffectivePolicy, Isolation
 
 ENV_PREFIX = "COSCHEDULER_"
 
@@ -40,6 +40,13 @@ class Settings(BaseSettings):
     balloon_node_selector: LabelMap = {}
     balloon_tolerations: list[Toleration] = []
     balloon_image_pull_secrets: list[LocalObjectReference] = []
+
+    # Capacity-aware anchoring (core/reservation.py): on by default, a policy may turn it off.
+    capacity_anchor: bool = True
+    capacity_wait_seconds: int = Field(default=60, ge=0, le=3600)
+    # The chart's PriorityClass for reservation pods: below every task pod, above autoscalers'
+    # expendable cutoff, never preempting.
+    reservation_priority_class_name: ObjectName = "tekton-coscheduler-reservation"
 
     topology_key: QualifiedName = "kubernetes.io/hostname"
     isolation: Isolation = Isolation.NONE
@@ -98,6 +105,7 @@ class Settings(BaseSettings):
             affinity={},
             priority_class_name=self.balloon_priority_class_name,
             image_pull_secrets=tuple(s.to_k8s() for s in self.balloon_image_pull_secrets),
+            capacity=Capacity(anchor=self.capacity_anchor, wait_seconds=self.capacity_wait_seconds),
         )
 
     @model_validator(mode="after")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from controller.core.notices import Notice
@@ -53,6 +53,8 @@ class RunPod:
     name: str
     node: str
     phase: str
+    task: str = ""  # its pipeline task (tekton.dev/pipelineTask)
+    requests: Mapping[str, int] = field(default_factory=dict)  # as the scheduler counts them
 
     @property
     def holds_the_node(self) -> bool:

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from controller.core import names, scheduling
+from controller.core import names, reservation, scheduling
 from controller.core.fragments import is_label_value
 from controller.core.policy import EffectivePolicy, Isolation
 from controller.core.tekton import GROUP, PIPELINE_RUN_KIND, VERSION, Claim, PipelineRun
@@ -84,9 +84,11 @@ def plan(
     claims: Sequence[Claim],
     tekton_default_template: Mapping[str, Any] | None = None,
     others: Mapping[str, Sequence[str]] | None = None,
+    room: bool = False,
 ) -> BalloonPlan:
     """The balloon of `run`; `others` are the claims mounted by the other live balloons of its
-    namespace (run uid -> claim names)."""
+    namespace (run uid -> claim names); `room`: it follows the run's reservation pod, which
+    finds a node with room for the run's peak (core/reservation.py)."""
     template = scheduling.effective_template(tekton_default_template, run.pod_template)
     pods = scheduling.constraints_of(template)  # the run's own: priority, pull secrets
     every = scheduling.combine(
@@ -146,7 +148,7 @@ def plan(
         # Its RuntimeClass adds the same scheduling rules to the balloon as to the pods.
         spec["runtimeClassName"] = every.runtime_class
     sharing = sharing_runs([c for c in claims if c.name in mounted], others or {})
-    affinity = _affinity(run.uid, policy, every.node_affinity, sharing)
+    affinity = _affinity(run.uid, policy, every.node_affinity, sharing, room)
     if affinity:
         spec["affinity"] = affinity
     priority = policy.priority_class_name or pods.priority_class_name
@@ -187,7 +189,11 @@ def plan(
             "template": {
                 "metadata": {
                     "labels": labels,
-                    "annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
+                    # Autoscalers leave the anchor's node alone while the run lives.
+                    "annotations": {
+                        "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
+                        "karpenter.sh/do-not-disrupt": "true",
+                    },
                 },
                 "spec": spec,
             },
@@ -219,6 +225,7 @@ def _affinity(
     policy: EffectivePolicy,
     pods_node_affinity: Mapping[str, Any],
     sharing: Sequence[str] = (),
+    room: bool = False,
 ) -> dict[str, Any]:
     affinity: dict[str, Any] = {}
     node = scheduling.and_node_affinity(
@@ -233,6 +240,9 @@ def _affinity(
             *pod_affinity.get(key, []),
             {"labelSelector": {"matchLabels": selector_labels(other)}, "topologyKey": HOSTNAME},
         ]
+    if room:
+        key = "requiredDuringSchedulingIgnoredDuringExecution"
+        pod_affinity[key] = [*pod_affinity.get(key, []), reservation.balloon_term(run_uid)]
     if pod_affinity:
         affinity["podAffinity"] = pod_affinity
     anti = dict(policy.affinity.get("podAntiAffinity") or {})

@@ -14,6 +14,7 @@ LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
 LABEL_RUN: Final = f"{DOMAIN}/pipeline-run"
 LABEL_RUN_UID: Final = f"{DOMAIN}/pipeline-run-uid"
 COMPONENT_BALLOON: Final = "balloon"
+COMPONENT_RESERVATION: Final = "reservation"
 
 # Written on our own StatefulSet only, never on users' objects.
 ANNOTATION_ANCHORED_NODE: Final = f"{DOMAIN}/anchored-node"

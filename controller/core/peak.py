@@ -39,12 +39,28 @@ class Node:
 
 @dataclass(frozen=True)
 class Estimate:
-    peak: Amounts
-    tasks: Mapping[str, Amounts]  # each pipeline task, fan-out included
+    main: tuple[Node, ...]
+    final: tuple[Node, ...] = ()
     # Tasks whose spec we could not read (resolvers, a Task we may not read): the policy's
     # estimate stood for them.
     unknown: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+
+    @property
+    def peak(self) -> Amounts:
+        return peak(self.main, self.final)
+
+    @property
+    def tasks(self) -> dict[str, Amounts]:
+        """Each pipeline task's weight, fan-out included."""
+        return {n.name: n.weight for n in [*self.main, *self.final]}
+
+    def remaining(self, done: frozenset[str] | set[str]) -> Amounts:
+        """The peak of what is left once the `done` tasks are over."""
+        return peak(
+            [n for n in self.main if n.name not in done],
+            [n for n in self.final if n.name not in done],
+        )
 
 
 def dependencies(task: Mapping[str, Any]) -> frozenset[str]:
@@ -118,7 +134,6 @@ def estimate(
     be read. Raises ValueError for a quantity that does not parse."""
     unknown: list[str] = []
     notes: list[str] = []
-    weights: dict[str, Amounts] = {}
 
     def nodes(tasks: Iterable[Any]) -> list[Node]:
         out = []
@@ -139,14 +154,12 @@ def estimate(
             pods, known = fan_out(task)
             if not known:
                 notes.append(f"the matrix of {name} is sized by a result: counted as {pods}")
-            node = Node(name, requests, pods, dependencies(task))
-            weights[name] = node.weight
-            out.append(node)
+            out.append(Node(name, requests, pods, dependencies(task)))
         return out
 
     main = nodes(pipeline_spec.get("tasks") or [])
     final = nodes(pipeline_spec.get("finally") or [])
-    return Estimate(peak(main, final), weights, tuple(unknown), tuple(notes))
+    return Estimate(tuple(main), tuple(final), tuple(unknown), tuple(notes))
 
 
 def peak(tasks: Sequence[Node], final: Sequence[Node] = ()) -> Amounts:

@@ -44,6 +44,27 @@ class BalloonSpec(BaseModel):
     )
 
 
+class CapacitySpec(BaseModel):
+    """Capacity-aware anchoring (core/reservation.py)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    # Anchor each run where its peak fits, and keep that room for it with a reservation pod.
+    anchor: bool | None = None
+    # What a task whose spec cannot be read (a resolver, a Task we may not read) is counted as.
+    unknown_task: Resources | None = Field(default=None, alias="unknownTask")
+    # How long the run waits for a node with room for its peak (an autoscaler's time to add
+    # one) before it is anchored where the most of it fits.
+    wait_seconds: int | None = Field(default=None, alias="waitSeconds", ge=0, le=3600)
+
+
+@dataclass(frozen=True)
+class Capacity:
+    anchor: bool = True
+    unknown_task: Mapping[str, str] = field(default_factory=dict)
+    wait_seconds: int = 60
+
+
 class PolicySpec(BaseModel):
     """spec of a CoschedulingPolicy (crds/coschedulingpolicies.yaml is its schema)."""
 
@@ -52,6 +73,7 @@ class PolicySpec(BaseModel):
     topology_key: QualifiedName | None = Field(default=None, alias="topologyKey")
     isolation: Isolation | None = None
     balloon: BalloonSpec = BalloonSpec()
+    capacity: CapacitySpec = CapacitySpec()
 
 
 @dataclass(frozen=True)
@@ -65,6 +87,7 @@ class EffectivePolicy:
     affinity: Mapping[str, Any] = field(default_factory=dict)
     priority_class_name: str | None = None
     image_pull_secrets: tuple[Mapping[str, Any], ...] = ()
+    capacity: Capacity = Capacity()
     source: str = "defaults"
 
 
@@ -120,7 +143,20 @@ def apply(base: EffectivePolicy, spec: PolicySpec, source: str) -> EffectivePoli
             if b.image_pull_secrets is not None
             else base.image_pull_secrets
         ),
+        capacity=_capacity(base.capacity, spec.capacity),
         source=source,
+    )
+
+
+def _capacity(base: Capacity, spec: CapacitySpec) -> Capacity:
+    return Capacity(
+        anchor=base.anchor if spec.anchor is None else spec.anchor,
+        unknown_task=(
+            base.unknown_task
+            if spec.unknown_task is None
+            else {"cpu": spec.unknown_task.cpu, "memory": spec.unknown_task.memory}
+        ),
+        wait_seconds=base.wait_seconds if spec.wait_seconds is None else spec.wait_seconds,
     )
 
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.core import balloon, tekton
+from controller.core import balloon, reservation, tekton
 from controller.core.notices import Notice
 from controller.core.policy import EffectivePolicy, Isolation
 
@@ -37,6 +37,9 @@ class Observed:
     balloon_pod_node: str | None = None
     # Claims mounted by the other live balloons of the namespace (run uid -> claim names).
     others: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    # The run's peak asks for more than pod slots and capacity-aware anchoring is on: the
+    # balloon follows a reservation pod (core/reservation.py).
+    room: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,12 @@ def decide(obs: Observed) -> Decision:
         )
 
     planned = balloon.plan(
-        run, obs.policy, desired_claims(run, obs.pvcs), obs.tekton_default_template, obs.others
+        run,
+        obs.policy,
+        desired_claims(run, obs.pvcs),
+        obs.tekton_default_template,
+        obs.others,
+        room=obs.room,
     )
     notices = []
     if planned.conflicts:
@@ -147,6 +155,16 @@ def decide(obs: Observed) -> Decision:
     if obs.balloon is None:
         return Decision(Verb.CREATE, "live run without balloon", planned.manifest, tuple(notices))
     missing = set(planned.claims) - balloon.claim_names(obs.balloon)
+    template = ((obs.balloon.get("spec") or {}).get("template") or {}).get("spec") or {}
+    if obs.balloon_pod_node is None and reservation.requires_room(template, run.uid) != obs.room:
+        # Capacity-aware anchoring turned on or off, or its reservation cannot be made: the
+        # balloon is re-planned while it is not bound, so that it never waits for nothing.
+        return Decision(
+            Verb.UPDATE,
+            "balloon " + ("follows" if obs.room else "no longer waits for") + " a reservation",
+            planned.manifest,
+            tuple(notices),
+        )
     if missing and obs.balloon_pod_node is None:
         return Decision(
             Verb.UPDATE,

@@ -21,6 +21,7 @@ PIPELINE_RUN_KIND = "PipelineRun"
 LABEL_PIPELINE_RUN = "tekton.dev/pipelineRun"
 LABEL_PIPELINE_RUN_UID = "tekton.dev/pipelineRunUID"
 LABEL_TASK_RUN = "tekton.dev/taskRun"
+LABEL_PIPELINE_TASK = "tekton.dev/pipelineTask"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_COMPONENT = "app.kubernetes.io/component"
 AFFINITY_ASSISTANT_COMPONENT = "affinity-assistant"
@@ -143,6 +144,14 @@ class PipelineRun:
             if template:
                 out[_str(entry.get("pipelineTaskName"))] = template
         return out
+
+    @property
+    def task_run_specs(self) -> dict[str, dict[str, Any]]:
+        """spec.taskRunSpecs by pipeline task name (steps', sidecars' and task resources)."""
+        return {
+            _str(_dict(e).get("pipelineTaskName")): _dict(e)
+            for e in _list(self.spec.get("taskRunSpecs"))
+        }
 
     @property
     def pipeline_spec(self) -> dict[str, Any]:

@@ -16,6 +16,9 @@ from controller.operator.runs import Operator
 registry = kopf.OperatorRegistry()
 
 BALLOON_LABELS = {names.LABEL_MANAGED_BY: names.APP, names.LABEL_COMPONENT: names.COMPONENT_BALLOON}
+ROOM_LABELS = {
+    names.LABEL_MANAGED_BY: names.APP, names.LABEL_COMPONENT: names.COMPONENT_RESERVATION,
+}
 
 
 def pod_label_selector(tekton_managed_by: str) -> str:
@@ -49,11 +52,18 @@ def pipelinerun_event(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: A
 @kopf.on.event("v1", "pods", labels=BALLOON_LABELS, registry=registry)
 def balloon_pod_event(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
     _op(memo).placement.on_balloon_pod(body, deleted=type == "DELETED")
+    _op(memo).capacity.on_pod(body)
+
+
+@kopf.on.event("v1", "pods", labels=ROOM_LABELS, registry=registry)
+def room_pod_event(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
+    _op(memo).capacity.on_room_pod(body, deleted=type == "DELETED")
 
 
 @kopf.on.event("v1", "pods", labels={tekton.LABEL_TASK_RUN: kopf.PRESENT}, registry=registry)
 def task_pod_event(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
     _op(memo).placement.on_task_pod(body, deleted=type == "DELETED")
+    _op(memo).capacity.on_pod(body)
 
 
 @kopf.on.event("v1", "nodes", registry=registry)

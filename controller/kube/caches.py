@@ -1,9 +1,9 @@
 """The leader's watch caches: what it reads instead of asking the API server per event.
 
-Balloons (StatefulSets with our labels, every namespace) and the claims of the namespaces that
-opted in (a watch per enabled namespace, started and stopped as namespaces opt in and out:
-claims of the rest of the cluster cost nothing). A cache that is not synced yet answers None,
-and the caller asks the API server instead.
+Balloons (StatefulSets with our labels, every namespace) and, in the namespaces that opted in,
+claims, LimitRanges, Tasks and Pipelines (a watch per kind and enabled namespace, started and
+stopped as namespaces opt in and out: the rest of the cluster costs nothing). A cache that is
+not synced yet answers None, and the caller asks the API server or does without.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from controller.core import names
+from controller.core import names, tekton
 from controller.kube.client import Kube, Obj
 from controller.kube.clusterview import Facts
 from controller.kube.reflector import Reflector, Store, start_thread
@@ -25,8 +25,16 @@ class Caches:
         self.timeout = timeout
         self._lock = threading.Lock()
         self._balloons: Store = {}
-        self._pvcs: dict[str, Store] = {}
-        self._pvc_watches: dict[str, Reflector] = {}
+        custom = kube.custom.list_namespaced_custom_object
+        # kind -> (list function, its arguments around the namespace)
+        self._kinds: dict[str, tuple[Any, tuple[Any, ...], tuple[Any, ...]]] = {
+            "claims": (kube.core.list_namespaced_persistent_volume_claim, (), ()),
+            "limitranges": (kube.core.list_namespaced_limit_range, (), ()),
+            "tasks": (custom, (tekton.GROUP, tekton.VERSION), ("tasks",)),
+            "pipelines": (custom, (tekton.GROUP, tekton.VERSION), ("pipelines",)),
+        }
+        self._stores: dict[tuple[str, str], Store] = {}  # (kind, namespace) -> objects
+        self._watches: dict[tuple[str, str], Reflector] = {}
         self._active = False  # only a leader keeps these caches
         self.balloon_watch = Reflector(
             "balloons",
@@ -44,7 +52,7 @@ class Caches:
     def stop(self) -> None:
         self.balloon_watch.stop()
         with self._lock:
-            for watch in self._pvc_watches.values():
+            for watch in self._watches.values():
                 watch.stop()
 
     # -- feeds --------------------------------------------------------------------------------
@@ -54,30 +62,31 @@ class Caches:
             self._balloons = store
 
     def follow_namespaces(self, _: Facts, new: Facts) -> None:
-        """Watches the claims of the enabled namespaces only (a cluster-view listener)."""
+        """Watches the enabled namespaces only (a cluster-view listener)."""
         if not (self._active and new.synced):
             return
         with self._lock:
-            wanted = set(new.enabled_namespaces)
-            for ns in set(self._pvc_watches) - wanted:
-                self._pvc_watches.pop(ns).stop()
-                self._pvcs.pop(ns, None)
-            added = [ns for ns in wanted if ns not in self._pvc_watches]
-            for ns in added:
-                self._pvc_watches[ns] = Reflector(
-                    f"claims-{ns}",
-                    self.kube.core.list_namespaced_persistent_volume_claim,
-                    (ns,),
-                    functools.partial(self._on_pvcs, ns),
+            wanted = {(kind, ns) for kind in self._kinds for ns in new.enabled_namespaces}
+            for key in set(self._watches) - wanted:
+                self._watches.pop(key).stop()
+                self._stores.pop(key, None)
+            added = [key for key in wanted if key not in self._watches]
+            for kind, ns in added:
+                fn, before, after = self._kinds[kind]
+                self._watches[(kind, ns)] = Reflector(
+                    f"{kind}-{ns}",
+                    fn,
+                    (*before, ns, *after),
+                    functools.partial(self._on_store, (kind, ns)),
                     timeout=self.timeout,
                 )
-        for ns in added:
-            start_thread(self._pvc_watches[ns].run, f"watch-claims-{ns}")
+        for key in added:
+            start_thread(self._watches[key].run, f"watch-{key[0]}-{key[1]}")
 
-    def _on_pvcs(self, namespace: str, store: Store) -> None:
+    def _on_store(self, key: tuple[str, str], store: Store) -> None:
         with self._lock:
-            if namespace in self._pvc_watches:
-                self._pvcs[namespace] = store
+            if key in self._watches:
+                self._stores[key] = store
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -93,8 +102,16 @@ class Caches:
         with self._lock:
             return list(self._balloons.values())
 
-    def pvcs(self, namespace: str) -> list[Mapping[str, Any]] | None:
-        """The namespace's claims; None while its watch is not synced (or it is not enabled)."""
+    def listed(self, kind: str, namespace: str) -> list[Mapping[str, Any]] | None:
+        """The namespace's objects of a kind; None while its watch is not synced (or the
+        namespace is not enabled)."""
         with self._lock:
-            store = self._pvcs.get(namespace)
+            store = self._stores.get((kind, namespace))
             return list(store.values()) if store is not None else None
+
+    def pvcs(self, namespace: str) -> list[Mapping[str, Any]] | None:
+        return self.listed("claims", namespace)
+
+    def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        with self._lock:
+            return (self._stores.get((kind, namespace)) or {}).get(f"{namespace}/{name}")

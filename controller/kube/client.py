@@ -137,6 +137,20 @@ class Kube:
         if pod is not None and not (pod.get("spec") or {}).get("nodeName"):
             self.delete_pod(meta["namespace"], pod_name, uid=pod["metadata"]["uid"])
 
+    def create_pod(self, manifest: Mapping[str, Any]) -> bool:
+        """Creates it; False if one of that name exists (it may be ending: asked again later)."""
+        try:
+            self.core.create_namespaced_pod(
+                manifest["metadata"]["namespace"],
+                dict(manifest),  # type: ignore[arg-type]
+                _request_timeout=self.timeout,
+            )
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            return False
+        return True
+
     def delete_pod(self, namespace: str, name: str, uid: str, grace: int | None = None) -> None:
         """Deletes that pod (the uid precondition spares a successor of the same name); grace
         0 removes it at once, as for a pod on a node that will not confirm its end."""

@@ -33,6 +33,8 @@ class Facts:
     policy_objects: tuple[Mapping[str, Any], ...] = ()
     defaults: policy.PolicyResolution | None = None
     tekton_default_template: Mapping[str, Any] = field(default_factory=dict)
+    # config-defaults default-container-resource-requirements: container name -> resources
+    tekton_container_defaults: Mapping[str, Any] = field(default_factory=dict)
     tekton_managed_by: str = tekton.DEFAULT_MANAGED_BY
     feature_flags: Mapping[str, Any] | None = None
 
@@ -56,13 +58,17 @@ class Facts:
 
 def default_pod_template(config_defaults: Mapping[str, Any] | None) -> dict[str, Any]:
     """Tekton's cluster default pod template (config-defaults: default-pod-template, YAML)."""
-    text = ((config_defaults or {}).get("data") or {}).get("default-pod-template")
+    return _yaml_entry(config_defaults, "default-pod-template")
+
+
+def _yaml_entry(config_map: Mapping[str, Any] | None, key: str) -> dict[str, Any]:
+    text = ((config_map or {}).get("data") or {}).get(key)
     if not text:
         return {}
     try:
         parsed = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        log.warning("tekton default-pod-template is not YAML; ignored", error=str(exc))
+        log.warning(f"tekton {key} is not YAML; ignored", error=str(exc))
         return {}
     return parsed if isinstance(parsed, dict) else {}
 
@@ -149,6 +155,9 @@ class ClusterView:
             feature_flags=data,
             assistant_on=tekton.assistant_enabled(data),
             tekton_default_template=default_pod_template(defaults),
+            tekton_container_defaults=_yaml_entry(
+                defaults, "default-container-resource-requirements"
+            ),
             tekton_managed_by=tekton.managed_by_value((defaults or {}).get("data")),
         )
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.core import affinity, names, tekton
-from controller.core.anchor import RunPod
+from controller.core import affinity, names, podrequests, tekton
+from controller.core.anchor import TERMINAL_PHASES, RunPod
 from controller.core.pods import scheduled_condition
 from controller.core.times import parse_time
 from controller.core.waiting import Waiting
@@ -41,6 +41,7 @@ class RunState:
     anchors: list[str] = field(default_factory=list)
     pods: dict[str, RunPod] = field(default_factory=dict)  # pod uid -> pod
     waiting: dict[str, Waiting] = field(default_factory=dict)  # pod uid -> since when
+    rooms: dict[str, Mapping[str, Any]] = field(default_factory=dict)  # reservation pods by uid
 
 
 def _unschedulable(pod: Mapping[str, Any]) -> tuple[bool, str, datetime]:
@@ -120,7 +121,17 @@ class PodIndex:
                 return run.uid
             node = str(spec.get("nodeName") or "")
             phase = str((pod.get("status") or {}).get("phase") or "Pending")
-            state.pods[pod_uid] = RunPod(str(meta.get("name") or ""), node, phase)
+            try:
+                requests = podrequests.of_pod(pod)
+            except ValueError:  # the API server accepted it, so this cannot be; count nothing
+                requests = {}
+            state.pods[pod_uid] = RunPod(
+                str(meta.get("name") or ""),
+                node,
+                phase,
+                str((meta.get("labels") or {}).get(tekton.LABEL_PIPELINE_TASK) or ""),
+                requests,
+            )
             waiting, message, since = _unschedulable(pod)
             if waiting and not node:
                 old = state.waiting.get(pod_uid)
@@ -132,6 +143,43 @@ class PodIndex:
             else:
                 state.waiting.pop(pod_uid, None)
             return run.uid
+
+    def room_event(self, pod: Mapping[str, Any], deleted: bool) -> str:
+        """Records a reservation pod event; returns its run's uid."""
+        meta = pod.get("metadata") or {}
+        uid = str((meta.get("labels") or {}).get(names.LABEL_RUN_UID) or "")
+        pod_uid = str(meta.get("uid") or "")
+        with self._lock:
+            state = self._run(uid)
+            state.namespace = str(meta.get("namespace") or state.namespace)
+            if deleted or meta.get("deletionTimestamp"):
+                state.rooms.pop(pod_uid, None)
+            else:
+                state.rooms[pod_uid] = pod
+        return uid
+
+    def rooms(self, run_uid: str) -> list[Mapping[str, Any]]:
+        with self._lock:
+            state = self._runs.get(run_uid)
+            return list(state.rooms.values()) if state else []
+
+    def progress(self, run_uid: str) -> tuple[frozenset[str], dict[str, int], bool]:
+        """The run's pipeline tasks whose pods all succeeded, what its running pods hold,
+        and whether one of its pods waits for a node."""
+        with self._lock:
+            state = self._runs.get(run_uid)
+            pods = list(state.pods.values()) if state else []
+        ended: dict[str, bool] = {}
+        for p in pods:
+            if p.task:
+                ended[p.task] = ended.get(p.task, True) and p.phase == "Succeeded"
+        held: dict[str, int] = {}
+        for p in pods:
+            if p.node and p.phase not in TERMINAL_PHASES:
+                for r, a in p.requests.items():
+                    held[r] = held.get(r, 0) + a
+        pending = any(not p.node and p.phase not in TERMINAL_PHASES for p in pods)
+        return frozenset(t for t, done in ended.items() if done), held, pending
 
     def forget(self, run_uid: str) -> None:
         with self._lock:

@@ -51,6 +51,8 @@ class Resync:
             live = {uid: tekton.PipelineRun.from_body(b) for uid, b in op.live.items()}
         for sts in balloons:
             self._balloon(sts, live)
+        for uid in live:  # the reservations' waits run out between events
+            op.capacity.tend(uid)
         op.metrics.balloons_active.set(len(balloons))
         for obj in op.view.facts.policy_objects:
             op.report_policy(obj, cached=True)

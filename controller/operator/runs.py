@@ -24,6 +24,7 @@ from controller.kube.clusterview import ClusterView, Facts
 from controller.metrics import Metrics
 from controller.operator import policies
 from controller.operator.anchors import AnchorGuard
+from controller.operator.capacity import Capacity
 from controller.operator.notify import Notifier, pipelinerun_ref
 from controller.operator.placement import Placement
 from controller.operator.podindex import PodIndex
@@ -56,6 +57,10 @@ class Operator:
         self.placement = Placement(kube, metrics, self.notifier, self.index, self.balloon_of)
         self.anchors = AnchorGuard(kube, self.index, self.placement, metrics, self.notifier)
         self.waiting = WaitingPods(settings, self.index, metrics, self.notifier)
+        self.capacity = Capacity(
+            settings, kube, caches, self.index, self.notifier, metrics, self.balloon_of,
+            self.live.get, lambda: self.view.facts,
+        )
         view.subscribe(self.on_facts)
 
     # -- PipelineRuns ----------------------------------------------------------------------
@@ -71,6 +76,7 @@ class Operator:
         uid = str((body.get("metadata") or {}).get("uid") or "")
         with self._live_lock:
             self.live.pop(uid, None)
+        self.capacity.forget(uid)
 
     def reconcile_run(self, body: Mapping[str, Any]) -> reconcile.Decision:
         run = tekton.PipelineRun.from_body(body)
@@ -111,6 +117,8 @@ class Operator:
         if decision.verb in (Verb.CREATE, Verb.UPDATE) and not self._still_live(run):
             return reconcile.Decision(Verb.NONE, "run no longer live")
         self._act(run, decision, existing)
+        if decision.verb in (Verb.CREATE, Verb.UPDATE, Verb.KEEP):
+            self.capacity.tend(run.uid)
         return decision
 
     def _may_have_balloon(self, run: tekton.PipelineRun) -> bool:
@@ -145,6 +153,7 @@ class Operator:
             pvcs=self._claims(run.namespace) if needs_claims else [],
             balloon=existing,
             others=self.index.mounted_claims(run.namespace, run.uid) if needs_claims else {},
+            room=needs_claims and self.capacity.wants_room(run, facts),
         )
 
     def _claims(self, namespace: str) -> Sequence[Mapping[str, Any]]:

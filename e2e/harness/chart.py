@@ -44,7 +44,7 @@ ENV_SETTINGS_FILE = "E2E_SETTINGS_FILE"
 # Settings the host process takes from the chart's Deployment as rendered (what the chart decided
 # from the cluster, such as the admission mode); the harness sets the others (ports, files).
 FROM_CHART = ("COSCHEDULER_ADMISSION_MODE", "COSCHEDULER_ADMISSION_POLICY_NAME",
-              "COSCHEDULER_ADMISSION_POLICY_VERSION")
+              "COSCHEDULER_ADMISSION_POLICY_VERSION", "COSCHEDULER_RESERVATION_PRIORITY_CLASS_NAME")
 
 
 def helm() -> str:

@@ -29,6 +29,14 @@ class Runs(Scenario):
             self.cluster, self.custom, self.ns, run["metadata"]["name"], timeout
         )
 
+    def cancel(self, run: Mapping[str, Any]) -> dict[str, Any]:
+        """Cancels the run and waits for Tekton to end it."""
+        self.custom.patch_namespaced_custom_object(
+            *tr.TEKTON, self.ns, "pipelineruns", run["metadata"]["name"],
+            {"spec": {"status": "Cancelled"}},
+        )
+        return self.done(run, timeout=60)
+
     def said(self, run: Mapping[str, Any], reason: str, timeout: float = 60) -> Any:
         """The first Event of this reason on the run, once there is one."""
         uid = run["metadata"]["uid"]

@@ -139,3 +139,16 @@ def test_task_run_specs_and_the_namespace_reach_each_task() -> None:
     assert peak.estimate(spec, lambda _: None, runs).peak["cpu"] == 3000
     namespace = podrequests.Namespace(container_defaults={"default": {"requests": {"cpu": "7"}}})
     assert peak.estimate(spec, lambda _: None, {}, namespace).peak["cpu"] == 7000
+
+
+def test_what_remains_of_the_peak_once_tasks_are_done() -> None:
+    spec = {"tasks": [
+        {"name": "fetch", "taskSpec": {"steps": [step("1")]}},
+        *({"name": f"b{x}", "runAfter": ["fetch"], "taskSpec": {"steps": [step("2")]}}
+          for x in "12"),
+    ], "finally": [{"name": "report", "taskSpec": {"steps": [step("1")]}}]}
+    got = peak.estimate(spec, lambda _: None, {})
+    assert got.remaining(set())["cpu"] == 4000
+    assert got.remaining({"fetch", "b1"})["cpu"] == 2000
+    assert got.remaining({"fetch", "b1", "b2"})["cpu"] == 1000
+    assert got.remaining({"fetch", "b1", "b2", "report"}) == {}

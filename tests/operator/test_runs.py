@@ -22,6 +22,8 @@ class MemoryKube:
         self.deleted: list[str] = []
         self.on_list_runs: list[Any] = []
         self.budgets: dict[str, dict[str, Any]] = {}
+        self.objects: dict[str, dict[str, dict[str, Any]]] = {}  # kind -> name -> watched
+        self.pods: dict[str, dict[str, Any]] = {}
 
     def list_pipelineruns(self) -> list[dict[str, Any]]:
         listed = [copy.deepcopy(r) for r in self.runs.values()]
@@ -62,6 +64,17 @@ class MemoryKube:
     def list_pvcs(self, namespace: str) -> list[dict[str, Any]]:
         return []
 
+    def create_pod(self, manifest: dict[str, Any]) -> bool:
+        name = manifest["metadata"]["name"]
+        if name in self.pods:
+            return False
+        self.pods[name] = copy.deepcopy(manifest)
+        return True
+
+    def delete_pod(self, namespace: str, name: str, uid: str, grace: int | None = None) -> None:
+        self.deleted.append(name)
+        self.pods.pop(name, None)
+
     def list_balloon_pods(self, namespace: str, run_uid: str) -> list[dict[str, Any]]:
         return [{"spec": {"nodeName": "node-1"}}]
 
@@ -98,6 +111,12 @@ class MemoryCaches:
 
     def pvcs(self, namespace: str) -> list[dict[str, Any]]:
         return []
+
+    def listed(self, kind: str, namespace: str) -> list[dict[str, Any]]:
+        return list(self.kube.objects.get(kind, {}).values())
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.kube.objects.get(kind, {}).get(name)
 
 
 class Counting:

@@ -1,0 +1,194 @@
+"""Capacity-aware anchoring, the adapter: estimate each run's peak from the watch caches, and
+keep its reservation pod as core/reservation.py decides. Every step may be replayed: the
+decision reads only what the watches show, and creating or deleting twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from controller.core import balloon, names, peak, podrequests, quantity, reservation, tekton
+from controller.core.times import parse_time
+from controller.kube.caches import Caches
+from controller.kube.client import ApiError, Kube, api_message
+from controller.kube.clusterview import Facts
+from controller.metrics import Metrics
+from controller.operator.notify import Notifier, pipelinerun_ref
+from controller.operator.podindex import PodIndex
+from controller.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+
+def _age(obj: Mapping[str, Any], now: datetime) -> float:
+    made = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
+    return (now - made).total_seconds() if made else 0.0
+
+
+class Capacity:
+    def __init__(
+        self,
+        settings: Settings,
+        kube: Kube,
+        caches: Caches | None,
+        index: PodIndex,
+        notifier: Notifier,
+        metrics: Metrics,
+        balloon_of: Callable[[str, str], Mapping[str, Any] | None],
+        live: Callable[[str], Mapping[str, Any] | None],
+        facts: Callable[[], Facts],
+    ) -> None:
+        self.settings = settings
+        self.kube = kube
+        self.caches = caches
+        self.index = index
+        self.notifier = notifier
+        self.metrics = metrics
+        self.balloon_of = balloon_of
+        self.live = live
+        self.facts = facts
+        self._estimates: dict[str, peak.Estimate] = {}
+        self._lock = threading.Lock()
+        # When a reservation pod could not be made (no PriorityClass, quota, admission): new
+        # balloons do not wait for one for a while, and unbound ones are re-planned without.
+        self._failed_at: datetime | None = None
+
+    # -- the estimate -----------------------------------------------------------------------
+
+    def estimate(self, run: tekton.PipelineRun, facts: Facts) -> peak.Estimate | None:
+        """The run's peak, once its pipeline is known (inline, resolved by Tekton into its
+        status, or a Pipeline of its namespace by name); kept for the run's life."""
+        with self._lock:
+            known = self._estimates.get(run.uid)
+        if known is not None:
+            return known
+        spec = run.pipeline_spec or self._named_pipeline(run)
+        if not spec or self.caches is None:
+            return None
+        ns = run.namespace
+
+        def read_task(name: str) -> Mapping[str, Any] | None:
+            task = self.caches.get("tasks", ns, name) if self.caches else None
+            return (task or {}).get("spec")
+
+        namespace = podrequests.Namespace(
+            limit_ranges=tuple(self.caches.listed("limitranges", ns) or ()),
+            container_defaults=dict(facts.tekton_container_defaults),
+        )
+        capacity = facts.policy_for(ns).policy.capacity
+        try:
+            found = peak.estimate(
+                spec, read_task, run.task_run_specs, namespace,
+                quantity.amounts(capacity.unknown_task),
+            )
+        except ValueError as exc:
+            log.warning("the run's peak cannot be estimated", run=f"{ns}/{run.name}",
+                        error=str(exc))
+            return None
+        if self.caches.listed("tasks", ns) is not None:  # complete: keep it
+            with self._lock:
+                self._estimates[run.uid] = found
+        return found
+
+    def _named_pipeline(self, run: tekton.PipelineRun) -> Mapping[str, Any] | None:
+        ref = run.spec.get("pipelineRef")
+        if not isinstance(ref, Mapping) or ref.get("resolver") or not ref.get("name"):
+            return None
+        found = self.caches.get("pipelines", run.namespace, str(ref["name"])) if (
+            self.caches) else None
+        spec = (found or {}).get("spec")
+        return spec if isinstance(spec, Mapping) else None
+
+    def wants_room(self, run: tekton.PipelineRun, facts: Facts) -> bool:
+        """The balloon should follow a reservation pod: on, and the peak asks for more than
+        pod slots."""
+        if not facts.policy_for(run.namespace).policy.capacity.anchor:
+            return False
+        if self._failed_at and (datetime.now(UTC) - self._failed_at).total_seconds() < 300:
+            return False
+        found = self.estimate(run, facts)
+        return found is not None and reservation.worth(found.peak)
+
+    def forget(self, run_uid: str) -> None:
+        with self._lock:
+            self._estimates.pop(run_uid, None)
+
+    # -- the reservation ----------------------------------------------------------------------
+
+    def on_room_pod(self, pod: Mapping[str, Any], deleted: bool) -> None:
+        self.tend(self.index.room_event(pod, deleted))
+
+    def on_pod(self, pod: Mapping[str, Any]) -> None:
+        """A balloon or TaskRun pod of a run changed: its reservation may have to follow."""
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        run = tekton.task_run_pod_run(labels)
+        self.tend(run.uid if run is not None else str(labels.get(names.LABEL_RUN_UID) or ""))
+
+    def tend(self, run_uid: str) -> None:
+        """Puts the run's reservation pod where core/reservation.py says."""
+        body = self.live(run_uid)
+        if not run_uid or body is None:
+            return
+        run = tekton.PipelineRun.from_body(body)
+        facts = self.facts()
+        sts = self.balloon_of(run.namespace, balloon.balloon_name(run.uid))
+        found = self.estimate(run, facts)
+        if sts is None or found is None or not sts["metadata"].get("uid"):
+            return
+        now = datetime.now(UTC)
+        rooms = sorted(self.index.rooms(run_uid), key=lambda p: _age(p, now))
+        for extra in rooms[1:]:  # a replaced scout still ending: only the newest counts
+            self._delete(extra, "an older reservation")
+        done, held, pending = self.index.progress(run_uid)
+        full = found.remaining(done)
+        pod = self.index.balloon(run_uid)
+        waiting = self.index.balloon_waiting(run_uid)
+        seen = reservation.Seen(
+            full=full,
+            need=quantity.minus(full, held),
+            requires_room=reservation.requires_room(sts["spec"]["template"]["spec"], run.uid),
+            balloon_node=(pod.node or None) if pod else None,
+            balloon_waiting=(now - waiting.since).total_seconds() if waiting else 0.0,
+            pods_pending=pending,
+            room=reservation.room_of(rooms[0], _age(rooms[0], now)) if rooms else None,
+            wait_seconds=facts.policy_for(run.namespace).policy.capacity.wait_seconds,
+        )
+        step = reservation.decide(seen)
+        if step.notice is not None:
+            self.notifier.tell(pipelinerun_ref(run.name, run.namespace, run.uid), step.notice,
+                               run.uid)
+        if step.act is reservation.Act.NONE:
+            return
+        self.metrics.reservations.labels(action=str(step.act)).inc()
+        log.info("reservation", run=f"{run.namespace}/{run.name}", act=str(step.act),
+                 why=step.why, size=quantity.describe(step.size or {}))
+        if step.act in (reservation.Act.DELETE, reservation.Act.REPLACE) and rooms:
+            self._delete(rooms[0], step.why)
+        if step.act in (reservation.Act.SCOUT, reservation.Act.REPLACE, reservation.Act.KEEP):
+            role = reservation.KEEPER if step.act is reservation.Act.KEEP else reservation.SCOUT
+            manifest = reservation.manifest(
+                sts, run.uid, role, step.size or {}, step.halvings, full,
+                self.settings.reservation_priority_class_name,
+            )
+            try:
+                self.kube.create_pod(manifest)
+            except ApiError as exc:
+                self._failed_at = datetime.now(UTC)
+                self.notifier.tell(
+                    pipelinerun_ref(run.name, run.namespace, run.uid),
+                    reservation.cannot_reserve(f"{exc.status} {api_message(exc)}"),
+                    run.uid,
+                )
+
+    def _delete(self, pod: Mapping[str, Any], why: str) -> None:
+        meta = pod.get("metadata") or {}
+        if meta.get("labels", {}).get(names.LABEL_COMPONENT) != names.COMPONENT_RESERVATION:
+            return
+        log.info("reservation deleted", pod=meta.get("name"), why=why)
+        self.kube.delete_pod(str(meta.get("namespace")), str(meta.get("name")),
+                             str(meta.get("uid")), grace=0)

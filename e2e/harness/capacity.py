@@ -1,0 +1,57 @@
+"""Capacity scenarios: runs whose widest layer asks for real room, on a pool of kwok nodes.
+
+A fan-out of builds that each ask for CPU, and a filler pod that makes the bigger node look the
+busier one to a pause container: the balloon alone would take the small node, where the fan-out
+cannot fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from kubernetes import client
+
+from e2e.harness import tekton_runs as tr
+from e2e.harness.cluster.api import ClusterApi
+from e2e.harness.faults import Pool
+
+
+def fan_out(
+    name: str, pool: Pool, build_cpu: str, builds: Sequence[str] = tr.FAN_OUT,
+    build_seconds: str = "6", fetch_cpu: str | None = None,
+) -> dict[str, Any]:
+    """fetch (asking fetch_cpu, running 3 s) -> the builds (each asking build_cpu, running
+    build_seconds) -> publish."""
+    fetch = tr.task(tr.FETCH)
+    if fetch_cpu:
+        fetch["taskSpec"]["steps"][0]["computeResources"] = {"requests": {"cpu": fetch_cpu}}
+    fanned = [tr.task(b, after=[tr.FETCH]) for b in builds]
+    for build in fanned:
+        build["taskSpec"]["steps"][0]["computeResources"] = {"requests": {"cpu": build_cpu}}
+    return tr.pipelinerun(
+        name,
+        [fetch, *fanned, tr.task(tr.PUBLISH, after=list(builds))],
+        {tr.SHARED: tr.volume_claim_template()},
+        pod_template={"nodeSelector": dict(pool.label)},
+        task_annotations={tr.FETCH: {tr.RUN_SECONDS: "3"},
+                          **{b: {tr.RUN_SECONDS: build_seconds} for b in builds}},
+    )
+
+
+def filler(cluster: ClusterApi, namespace: str, node: str, cpu: str) -> None:
+    """An unrelated pod asking `cpu` on the node."""
+    with cluster.api_client() as api:
+        client.CoreV1Api(api).create_namespaced_pod(namespace, {  # type: ignore[arg-type]
+            "metadata": {"name": f"filler-{node}"},
+            "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
+                     "containers": [{"name": "c", "image": "pause",
+                                     "resources": {"requests": {"cpu": cpu}}}]},
+        })
+
+
+def layer_spread(pods: Sequence[tr.PodSeen], tasks: Sequence[str]) -> float:
+    """Seconds between the first and the last pod of the layer bound to a node."""
+    times = [p.bound_at for p in pods if p.task in tasks and p.bound_at]
+    assert len(times) == len(tasks), f"not every pod of {list(tasks)} was bound"
+    return max(times) - min(times)

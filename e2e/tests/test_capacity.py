@@ -1,0 +1,84 @@
+"""Capacity-aware anchoring with the real scheduler and Tekton: a run is anchored where its
+widest layer fits, that layer starts together, and a peak that fits nowhere is said.
+
+On a pool of two kwok nodes (small: 2 CPUs, big: 8 CPUs, one busy CPU on big so that a pause
+container would rather take small), a run fans out three builds of 2 CPUs each.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.core import names
+from e2e.harness import capacity, faults
+from e2e.harness import tekton_runs as tr
+from e2e.harness.coscheduler import Coscheduler
+from e2e.harness.faults import Pool
+from e2e.harness.runs import Runs
+
+pytestmark = [pytest.mark.e2e]
+
+POLICY = (names.POLICY_GROUP, names.POLICY_VERSION)
+
+
+def policy(s: Runs, spec: dict[str, object]) -> None:
+    s.custom.create_namespaced_custom_object(*POLICY, s.ns, names.POLICY_PLURAL, {
+        "apiVersion": "/".join(POLICY), "kind": names.POLICY_KIND,
+        "metadata": {"name": "capacity"}, "spec": spec})
+
+
+def test_a_run_is_anchored_where_its_widest_layer_fits_and_that_layer_starts_together(
+    runs: Runs, pool: Pool, coscheduler: Coscheduler
+) -> None:
+    """fetch (1 CPU) takes the room of the scout (6 CPUs), so a keeper holds the 5 the builds
+    will add while it runs; the builds take that room in turn."""
+    s = runs
+    made = reservations(coscheduler)
+    faults.volumes_across_the_pool(s.cluster, pool)
+    capacity.filler(s.cluster, s.ns, pool.big, "1")
+    run = s.start(capacity.fan_out(tr.unique("peak"), pool, build_cpu="2", fetch_cpu="1"))
+    assert s.anchor(run) == pool.big
+    assert tr.outcome(s.done(run)) == ("True", "Succeeded")
+    pods = s.recorder.pods(run["metadata"]["uid"])
+    assert {p.node for p in pods} == {pool.big}
+    spread = capacity.layer_spread(pods, tr.FAN_OUT)
+    print(f"the three builds were bound within {spread:.1f} s")
+    assert spread < 5
+    now = reservations(coscheduler)
+    assert now["scout"] > made["scout"] and now["keep"] > made["keep"], (made, now)
+
+
+def reservations(coscheduler: Coscheduler) -> dict[str, float]:
+    return {a: coscheduler.metric("tekton_coscheduler_reservations_total", action=a)
+            for a in ("scout", "keep")}
+
+
+def test_without_capacity_aware_anchoring_the_fan_out_waits_on_a_node_too_small(
+    runs: Runs, pool: Pool
+) -> None:
+    """The same run where the namespace's policy turns it off: what the reservation prevents."""
+    s = runs
+    policy(s, {"capacity": {"anchor": False}})
+    faults.volumes_across_the_pool(s.cluster, pool)
+    capacity.filler(s.cluster, s.ns, pool.big, "1")
+    run = s.start(capacity.fan_out(tr.unique("nopeak"), pool, build_cpu="2"))
+    assert s.anchor(run) == pool.small
+    said = s.said(run, "PodCannotFollowAnchor", timeout=90)
+    assert "Insufficient cpu" in said.message
+    s.cancel(run)
+
+
+def test_a_peak_that_fits_no_node_is_said_and_anchored_where_most_of_it_fits(
+    runs: Runs, pool: Pool
+) -> None:
+    """Three builds of 4 CPUs: 12 fit nowhere. After the policy's wait the scout asks for half,
+    which the big node has; two builds run at once there, the third after."""
+    s = runs
+    policy(s, {"capacity": {"waitSeconds": 5}})
+    faults.volumes_across_the_pool(s.cluster, pool)
+    run = s.start(capacity.fan_out(tr.unique("toobig"), pool, build_cpu="4", build_seconds="3"))
+    said = s.said(run, "PeakDoesNotFit", timeout=60)
+    assert "cpu 12" in said.message and "cpu 6 of it fits" in said.message
+    assert s.anchor(run) == pool.big
+    assert tr.outcome(s.done(run)) == ("True", "Succeeded")
+    assert {p.node for p in s.recorder.pods(run["metadata"]["uid"])} == {pool.big}
