@@ -54,6 +54,13 @@ class MemoryKube:
         }
         return self.statefulsets[name], True
 
+    def annotate_statefulset(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        self.statefulsets[name]["metadata"].setdefault("annotations", {}).update(annotations)
+
+    def replace_balloon_template(self, manifest: dict[str, Any]) -> None:
+        name = manifest["metadata"]["name"]
+        self.statefulsets[name]["spec"]["template"] = copy.deepcopy(manifest["spec"]["template"])
+
     def create_pdb(self, manifest: dict[str, Any]) -> None:
         self.budgets.setdefault(manifest["metadata"]["name"], copy.deepcopy(manifest))
 

@@ -1,0 +1,105 @@
+"""The operator's reservation pods, over the watch caches (capacity-aware anchoring)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.core import affinity, balloon, names, reservation
+from controller.core.tekton import RunRef
+from controller.kube.client import ApiError
+from tests import factories
+from tests.operator.test_runs import make
+
+UID = factories.RUN_UID
+BUILDS = ("build-a", "build-b", "build-c")
+
+
+def pipeline(cpu: str = "2") -> dict[str, Any]:
+    step = {"name": "s", "image": "x", "computeResources": {"requests": {"cpu": cpu}}}
+    return {"spec": {"tasks": [
+        {"name": "fetch", "taskRef": {"name": "fetch"}},
+        *({"name": b, "runAfter": ["fetch"], "taskSpec": {"steps": [step]}} for b in BUILDS),
+    ]}}
+
+
+def started(cpu: str = "2") -> tuple[Any, Any, dict[str, Any]]:
+    operator, kube = make(caches=True)
+    kube.objects["pipelines"] = {"fan-out-in": pipeline(cpu)}
+    kube.objects["tasks"] = {"fetch": {"spec": {"steps": [
+        {"name": "s", "image": "x", "computeResources": {"requests": {"cpu": "1"}}}]}}}
+    body = factories.pipelinerun()
+    kube.runs[body["metadata"]["name"]] = body
+    operator.reconcile_run(body)
+    return operator, kube, body
+
+
+def pod(name: str, node: str = "", phase: str = "Pending", **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "team-a", "uid": f"uid-{name}",
+                         "labels": labels, "creationTimestamp": "2026-11-22T03:00:01Z"},
+            "spec": {"nodeName": node}, "status": {"phase": phase}}
+
+
+def test_a_run_whose_peak_asks_for_cpu_gets_a_scout_and_a_balloon_that_follows_it() -> None:
+    _, kube, _ = started()
+    [sts] = kube.statefulsets.values()
+    assert reservation.requires_room(sts["spec"]["template"]["spec"], UID)
+    [scout] = kube.pods.values()
+    assert scout["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "6"}
+    assert scout["spec"]["priorityClassName"] == "tekton-coscheduler-reservation"
+    assert scout["metadata"]["annotations"][reservation.ANNOTATION_ROLE] == reservation.SCOUT
+
+
+def test_a_run_of_tasks_without_requests_is_anchored_by_the_balloon_alone() -> None:
+    operator, kube = make(caches=True)
+    kube.objects["pipelines"] = {"fan-out-in": {"spec": {"tasks": [
+        {"name": "t", "taskSpec": {"steps": [{"name": "s", "image": "x"}]}}]}}}
+    kube.objects["tasks"] = {}
+    body = factories.pipelinerun()
+    kube.runs[body["metadata"]["name"]] = body
+    operator.reconcile_run(body)
+    [sts] = kube.statefulsets.values()
+    assert not reservation.requires_room(sts["spec"]["template"]["spec"], UID)
+    assert kube.pods == {}
+
+
+def test_once_anchored_a_keeper_holds_what_the_builds_need_beyond_the_running_fetch() -> None:
+    operator, kube, _ = started()
+    [scout] = list(kube.pods.values())
+    sts = balloon.balloon_name(UID)
+    operator.placement.on_balloon_pod(pod(f"{sts}-0", "n1", "Running", **{
+        names.LABEL_MANAGED_BY: names.APP, names.LABEL_COMPONENT: names.COMPONENT_BALLOON,
+        names.LABEL_RUN_UID: UID}))
+    # fetch (1 CPU) bound beside it preempted the scout: the scheduler deleted it
+    kube.pods.clear()
+    fetch = pod("fetch-pod", "n1", "Running", **{
+        "tekton.dev/pipelineRun": "build-42", "tekton.dev/pipelineRunUID": UID,
+        "tekton.dev/taskRun": "build-42-fetch", "tekton.dev/pipelineTask": "fetch"})
+    fetch["spec"]["containers"] = [{"name": "step-s", "resources": {"requests": {"cpu": "1"}}}]
+    term = affinity.term_for(RunRef(name="build-42", uid=UID), "kubernetes.io/hostname")
+    fetch["spec"]["affinity"] = {"podAffinity": {affinity.REQUIRED: [term]}}
+    operator.placement.on_task_pod(fetch)
+    operator.capacity.on_room_pod({**scout, "metadata": {**scout["metadata"], "uid": "s"}},
+                                  deleted=True)
+    [keeper] = kube.pods.values()
+    assert keeper["metadata"]["annotations"][reservation.ANNOTATION_ROLE] == reservation.KEEPER
+    assert keeper["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "5"}
+
+
+def test_a_reservation_that_cannot_be_made_leaves_the_balloon_to_anchor_alone() -> None:
+    """Without the PriorityClass (an operator run outside the chart), pods are refused: the
+    balloon must not wait for a reservation that will never come."""
+    operator, kube = make(caches=True)
+    kube.objects["pipelines"] = {"fan-out-in": pipeline()}
+    kube.objects["tasks"] = {"fetch": {"spec": {"steps": [{"name": "s", "image": "x"}]}}}
+
+    def refuse(manifest: dict[str, Any]) -> bool:
+        raise ApiError(status=403, reason="no PriorityClass tekton-coscheduler-reservation")
+
+    kube.create_pod = refuse
+    kube.list_balloon_pods = lambda namespace, run_uid: [{"spec": {}}]  # not bound
+    body = factories.pipelinerun()
+    kube.runs[body["metadata"]["name"]] = body
+    operator.reconcile_run(body)
+    operator.reconcile_run(body)  # the next event re-plans the unbound balloon
+    [sts] = kube.statefulsets.values()
+    assert not reservation.requires_room(sts["spec"]["template"]["spec"], UID)
