@@ -40,6 +40,9 @@ class Observed:
     # The run's peak asks for more than pod slots and capacity-aware anchoring is on: the
     # balloon follows a reservation pod (core/reservation.py).
     room: bool = False
+    # The node of the run's reservation pod, once bound: the balloon is made only then, so
+    # that the two never bind (and race for the run's claims) at the same time.
+    room_node: str | None = None
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,8 @@ def decide(obs: Observed) -> Decision:
         notices.append(
             Notice("CoLocationMayFail", "; ".join(planned.cautions), warning=False)
         )
+    if obs.balloon is None and obs.room and not obs.room_node:
+        return Decision(Verb.NONE, "the reservation looks for room first", planned.manifest)
     if obs.balloon is None:
         return Decision(Verb.CREATE, "live run without balloon", planned.manifest, tuple(notices))
     missing = set(planned.claims) - balloon.claim_names(obs.balloon)

@@ -103,6 +103,7 @@ class Seen:
     pods_pending: bool  # a pod of the run waits for a node: a layer is starting
     room: Room | None
     wait_seconds: float
+    say_after: float = 20.0  # a scout pending this long is said (the run waits for room)
 
 
 class Act(enum.StrEnum):
@@ -163,6 +164,14 @@ def _before_anchor(seen: Seen, room: Room | None) -> Step:
     stuck = (not room.node and room.age > seen.wait_seconds) or (
         room.node and seen.balloon_waiting > seen.wait_seconds
     )
+    if not stuck and not room.node and room.age > seen.say_after:
+        return Step(Act.NONE, "waiting for room", notice=Notice(
+            "WaitingForRoom",
+            f"no node has room for the run's peak ({quantity.describe(seen.full)}) yet; it "
+            f"waits up to {int(seen.wait_seconds)}s for one (an autoscaler may add it), then "
+            "asks for less",
+            warning=False,
+        ))
     if not stuck or room.halvings >= MAX_HALVINGS:
         return Step(Act.NONE, "the balloon follows its scout")
     times = room.halvings + 1
@@ -198,7 +207,8 @@ def manifest(
     full: Mapping[str, int],
     priority_class: str,
 ) -> dict[str, Any]:
-    """A reservation pod of the run, owned by its balloon StatefulSet (it goes with it)."""
+    """A reservation pod of the run, from its balloon's manifest (planned or made). Owned by
+    the PipelineRun, as the balloon is: the scout exists before the balloon does."""
     meta = statefulset["metadata"]
     template = statefulset["spec"]["template"]["spec"]
     container = dict(template["containers"][0])
@@ -245,14 +255,7 @@ def manifest(
                 ANNOTATION_HALVINGS: str(halvings),
                 ANNOTATION_PEAK: quantity.describe(full),
             },
-            "ownerReferences": [{
-                "apiVersion": "apps/v1",
-                "kind": "StatefulSet",
-                "name": meta["name"],
-                "uid": meta["uid"],
-                "controller": True,
-                "blockOwnerDeletion": False,
-            }],
+            "ownerReferences": [dict(o) for o in meta.get("ownerReferences") or []],
         },
         "spec": spec,
     }

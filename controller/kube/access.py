@@ -19,6 +19,9 @@ class Access:
 
 REQUIRED: tuple[Access, ...] = (
     Access(tekton.GROUP, "pipelineruns", ("get", "list", "watch"), "watch runs; never written"),
+    Access(tekton.GROUP, "tasks", ("get", "list", "watch"), "a run's peak: its tasks' specs"),
+    Access(tekton.GROUP, "pipelines", ("get", "list", "watch"), "a run's peak: its pipeline"),
+    Access("", "limitranges", ("list", "watch"), "a run's peak: what LimitRanges give its pods"),
     Access(
         "apps",
         "statefulsets",
@@ -28,14 +31,15 @@ REQUIRED: tuple[Access, ...] = (
     Access(
         "",
         "pods",
-        ("get", "list", "watch", "delete"),
-        "balloon placement, misplaced pods; delete a balloon pod that is unbound or moves",
+        ("get", "list", "watch", "create", "delete"),
+        "balloon placement, misplaced pods; delete a balloon pod that is unbound or moves; "
+        "reservation pods",
     ),
     Access(
         "",
         "persistentvolumeclaims",
-        ("get", "list"),
-        "find the claims a run owns; can they follow an anchor that moves",
+        ("get", "list", "watch"),
+        "find the claims a run owns (a watch cache); can they follow an anchor that moves",
     ),
     Access("", "persistentvolumes", ("get",), "is a claim's volume bound to one node"),
     Access("", "nodes", ("get", "list", "watch"), "anchors on nodes that go away"),

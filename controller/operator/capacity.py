@@ -6,7 +6,8 @@ decision reads only what the watches show, and creating or deleting twice change
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,6 +24,9 @@ from controller.operator.podindex import PodIndex
 from controller.settings import Settings
 
 log = structlog.get_logger(__name__)
+# Seconds after acting on a run's reservation before acting again: the watch shows the change
+# first (a second scout made before the first is seen would compete with it).
+SETTLE = 2.0
 
 
 def _age(obj: Mapping[str, Any], now: datetime) -> float:
@@ -42,6 +46,7 @@ class Capacity:
         balloon_of: Callable[[str, str], Mapping[str, Any] | None],
         live: Callable[[str], Mapping[str, Any] | None],
         facts: Callable[[], Facts],
+        reconcile: Callable[[Mapping[str, Any]], object],
     ) -> None:
         self.settings = settings
         self.kube = kube
@@ -52,8 +57,10 @@ class Capacity:
         self.balloon_of = balloon_of
         self.live = live
         self.facts = facts
+        self.reconcile = reconcile
+        self._acted: dict[str, float] = {}  # run uid -> when its reservation last changed
         self._estimates: dict[str, peak.Estimate] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         # When a reservation pod could not be made (no PriorityClass, quota, admission): new
         # balloons do not wait for one for a while, and unbound ones are re-planned without.
         self._failed_at: datetime | None = None
@@ -117,11 +124,26 @@ class Capacity:
     def forget(self, run_uid: str) -> None:
         with self._lock:
             self._estimates.pop(run_uid, None)
+            self._acted.pop(run_uid, None)
 
     # -- the reservation ----------------------------------------------------------------------
 
+    def room_node(self, run_uid: str) -> str | None:
+        """Where the run's newest reservation pod is bound, if it is."""
+        rooms = self._rooms(run_uid, datetime.now(UTC))
+        node = (rooms[0].get("spec") or {}).get("nodeName") if rooms else None
+        return str(node) if node else None
+
     def on_room_pod(self, pod: Mapping[str, Any], deleted: bool) -> None:
-        self.tend(self.index.room_event(pod, deleted))
+        uid = self.index.room_event(pod, deleted)
+        body = self.live(uid)
+        found_room = not deleted and (pod.get("spec") or {}).get("nodeName")
+        if found_room and body is not None and self.balloon_of(
+            str((pod.get("metadata") or {}).get("namespace")), balloon.balloon_name(uid)
+        ) is None:
+            self.reconcile(body)  # the scout found room: now the balloon is made, beside it
+        else:
+            self.tend(uid)
 
     def on_pod(self, pod: Mapping[str, Any]) -> None:
         """A balloon or TaskRun pod of a run changed: its reservation may have to follow."""
@@ -129,41 +151,54 @@ class Capacity:
         run = tekton.task_run_pod_run(labels)
         self.tend(run.uid if run is not None else str(labels.get(names.LABEL_RUN_UID) or ""))
 
-    def tend(self, run_uid: str) -> None:
-        """Puts the run's reservation pod where core/reservation.py says."""
+    def tend(self, run_uid: str, plan: Mapping[str, Any] | None = None) -> None:
+        """Puts the run's reservation pod where core/reservation.py says. `plan`: the balloon
+        as planned, before it exists. One run is tended by one thread at a time, and not again
+        within a moment of acting, before the watch has shown what the action did."""
         body = self.live(run_uid)
         if not run_uid or body is None:
             return
-        run = tekton.PipelineRun.from_body(body)
+        with self._lock:
+            if time.monotonic() - self._acted.get(run_uid, -SETTLE) < SETTLE:
+                return
+            self._tend(tekton.PipelineRun.from_body(body), plan)
+
+    def _rooms(self, run_uid: str, now: datetime) -> list[Mapping[str, Any]]:
+        return sorted(self.index.rooms(run_uid), key=lambda p: _age(p, now))
+
+    def _tend(self, run: tekton.PipelineRun, plan: Mapping[str, Any] | None) -> None:
         facts = self.facts()
-        sts = self.balloon_of(run.namespace, balloon.balloon_name(run.uid))
+        base = self.balloon_of(run.namespace, balloon.balloon_name(run.uid)) or plan
         found = self.estimate(run, facts)
-        if sts is None or found is None or not sts["metadata"].get("uid"):
+        if base is None or found is None:
             return
         now = datetime.now(UTC)
-        rooms = sorted(self.index.rooms(run_uid), key=lambda p: _age(p, now))
+        rooms = self._rooms(run.uid, now)
         for extra in rooms[1:]:  # a replaced scout still ending: only the newest counts
             self._delete(extra, "an older reservation")
-        done, held, pending = self.index.progress(run_uid)
+        done, held, pending = self.index.progress(run.uid)
         full = found.remaining(done)
-        pod = self.index.balloon(run_uid)
-        waiting = self.index.balloon_waiting(run_uid)
+        pod = self.index.balloon(run.uid)
+        waiting = self.index.balloon_waiting(run.uid)
+        capacity = facts.policy_for(run.namespace).policy.capacity
         seen = reservation.Seen(
             full=full,
             need=quantity.minus(full, held),
-            requires_room=reservation.requires_room(sts["spec"]["template"]["spec"], run.uid),
+            requires_room=reservation.requires_room(base["spec"]["template"]["spec"], run.uid),
             balloon_node=(pod.node or None) if pod else None,
             balloon_waiting=(now - waiting.since).total_seconds() if waiting else 0.0,
             pods_pending=pending,
             room=reservation.room_of(rooms[0], _age(rooms[0], now)) if rooms else None,
-            wait_seconds=facts.policy_for(run.namespace).policy.capacity.wait_seconds,
+            wait_seconds=capacity.wait_seconds,
+            say_after=self.settings.balloon_stuck_after,
         )
         step = reservation.decide(seen)
+        ref = pipelinerun_ref(run.name, run.namespace, run.uid)
         if step.notice is not None:
-            self.notifier.tell(pipelinerun_ref(run.name, run.namespace, run.uid), step.notice,
-                               run.uid)
+            self.notifier.tell(ref, step.notice, run.uid)
         if step.act is reservation.Act.NONE:
             return
+        self._acted[run.uid] = time.monotonic()
         self.metrics.reservations.labels(action=str(step.act)).inc()
         log.info("reservation", run=f"{run.namespace}/{run.name}", act=str(step.act),
                  why=step.why, size=quantity.describe(step.size or {}))
@@ -172,18 +207,28 @@ class Capacity:
         if step.act in (reservation.Act.SCOUT, reservation.Act.REPLACE, reservation.Act.KEEP):
             role = reservation.KEEPER if step.act is reservation.Act.KEEP else reservation.SCOUT
             manifest = reservation.manifest(
-                sts, run.uid, role, step.size or {}, step.halvings, full,
+                base, run.uid, role, step.size or {}, step.halvings, full,
                 self.settings.reservation_priority_class_name,
             )
             try:
                 self.kube.create_pod(manifest)
             except ApiError as exc:
-                self._failed_at = datetime.now(UTC)
+                self._failed_at = now
                 self.notifier.tell(
-                    pipelinerun_ref(run.name, run.namespace, run.uid),
-                    reservation.cannot_reserve(f"{exc.status} {api_message(exc)}"),
-                    run.uid,
+                    ref, reservation.cannot_reserve(f"{exc.status} {api_message(exc)}"), run.uid
                 )
+
+    def release(self, run_uid: str, why: str) -> None:
+        """The run's reservation pods go: its balloon went, or it is no longer live."""
+        for pod in self.index.rooms(run_uid):
+            self._delete(pod, why)
+
+    def release_orphans(self, live: Iterable[str]) -> None:
+        """Reservation pods of runs that are not live (a missed event, a restart)."""
+        keep = set(live)
+        for uid in self.index.runs():
+            if uid not in keep:
+                self.release(uid, "its run is not live")
 
     def _delete(self, pod: Mapping[str, Any], why: str) -> None:
         meta = pod.get("metadata") or {}

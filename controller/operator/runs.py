@@ -59,7 +59,7 @@ class Operator:
         self.waiting = WaitingPods(settings, self.index, metrics, self.notifier)
         self.capacity = Capacity(
             settings, kube, caches, self.index, self.notifier, metrics, self.balloon_of,
-            self.live.get, lambda: self.view.facts,
+            self.live.get, lambda: self.view.facts, self.reconcile_run,
         )
         view.subscribe(self.on_facts)
 
@@ -94,6 +94,8 @@ class Operator:
             # finished off by the resync once their runs end.
             return reconcile.Decision(Verb.NONE, "namespace not enabled")
         if run.finished and not self._may_have_balloon(run):
+            if self.index.rooms(run.uid):  # it ended while its scout looked for room
+                self.capacity.release(run.uid, "run finished")
             return reconcile.Decision(Verb.NONE, "run finished")
         existing = self.balloon_of(run.namespace, balloon.balloon_name(run.uid))
         if (
@@ -117,8 +119,10 @@ class Operator:
         if decision.verb in (Verb.CREATE, Verb.UPDATE) and not self._still_live(run):
             return reconcile.Decision(Verb.NONE, "run no longer live")
         self._act(run, decision, existing)
-        if decision.verb in (Verb.CREATE, Verb.UPDATE, Verb.KEEP):
-            self.capacity.tend(run.uid)
+        if decision.verb in (Verb.CREATE, Verb.UPDATE, Verb.KEEP) or decision.manifest:
+            self.capacity.tend(run.uid, decision.manifest)
+        elif self.index.rooms(run.uid):
+            self.capacity.release(run.uid, decision.why)
         return decision
 
     def _may_have_balloon(self, run: tekton.PipelineRun) -> bool:
@@ -154,6 +158,7 @@ class Operator:
             balloon=existing,
             others=self.index.mounted_claims(run.namespace, run.uid) if needs_claims else {},
             room=needs_claims and self.capacity.wants_room(run, facts),
+            room_node=self.capacity.room_node(run.uid),
         )
 
     def _claims(self, namespace: str) -> Sequence[Mapping[str, Any]]:

@@ -32,6 +32,23 @@ class Scenario:
         self.api.close()
 
     # -- objects -------------------------------------------------------------------------------
+    def policy(self, name: str, spec: Mapping[str, Any], wait: bool = False) -> None:
+        """A CoschedulingPolicy of the namespace; with `wait`, returns once the operator has
+        read it (its status says Ready), so that runs started next are decided under it."""
+        group = (names.POLICY_GROUP, names.POLICY_VERSION)
+        self.custom.create_namespaced_custom_object(*group, self.ns, names.POLICY_PLURAL, {
+            "apiVersion": "/".join(group), "kind": names.POLICY_KIND,
+            "metadata": {"name": name}, "spec": dict(spec)})
+
+        def ready() -> bool:
+            obj = self.custom.get_namespaced_custom_object(
+                *group, self.ns, names.POLICY_PLURAL, name)
+            conds = (obj.get("status") or {}).get("conditions") or []
+            return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+
+        if wait:
+            self.cluster.wait_for(ready, timeout=30, what=f"policy {name} Ready")
+
     def pvc(self, name: str, size: str = "1Gi") -> None:
         self.core.create_namespaced_persistent_volume_claim(
             self.ns,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-from controller.core import names
 from e2e.harness import capacity, faults
 from e2e.harness import tekton_runs as tr
 from e2e.harness.coscheduler import Coscheduler
@@ -17,15 +16,6 @@ from e2e.harness.faults import Pool
 from e2e.harness.runs import Runs
 
 pytestmark = [pytest.mark.e2e]
-
-POLICY = (names.POLICY_GROUP, names.POLICY_VERSION)
-
-
-def policy(s: Runs, spec: dict[str, object]) -> None:
-    s.custom.create_namespaced_custom_object(*POLICY, s.ns, names.POLICY_PLURAL, {
-        "apiVersion": "/".join(POLICY), "kind": names.POLICY_KIND,
-        "metadata": {"name": "capacity"}, "spec": spec})
-
 
 def test_a_run_is_anchored_where_its_widest_layer_fits_and_that_layer_starts_together(
     runs: Runs, pool: Pool, coscheduler: Coscheduler
@@ -58,7 +48,7 @@ def test_without_capacity_aware_anchoring_the_fan_out_waits_on_a_node_too_small(
 ) -> None:
     """The same run where the namespace's policy turns it off: what the reservation prevents."""
     s = runs
-    policy(s, {"capacity": {"anchor": False}})
+    s.policy("capacity", {"capacity": {"anchor": False}}, wait=True)
     faults.volumes_across_the_pool(s.cluster, pool)
     capacity.filler(s.cluster, s.ns, pool.big, "1")
     run = s.start(capacity.fan_out(tr.unique("nopeak"), pool, build_cpu="2"))
@@ -74,7 +64,7 @@ def test_a_peak_that_fits_no_node_is_said_and_anchored_where_most_of_it_fits(
     """Three builds of 4 CPUs: 12 fit nowhere. After the policy's wait the scout asks for half,
     which the big node has; two builds run at once there, the third after."""
     s = runs
-    policy(s, {"capacity": {"waitSeconds": 5}})
+    s.policy("capacity", {"capacity": {"waitSeconds": 5}}, wait=True)
     faults.volumes_across_the_pool(s.cluster, pool)
     run = s.start(capacity.fan_out(tr.unique("toobig"), pool, build_cpu="4", build_seconds="3"))
     said = s.said(run, "PeakDoesNotFit", timeout=60)

@@ -27,6 +27,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
 
 def anchored_on_small(s: Runs, pool: Pool, run_body: dict[str, Any]) -> dict[str, Any]:
+    """Anchored where its first task cannot fit, on purpose: a pod that waits beside its anchor.
+    Capacity-aware anchoring would not let that happen (e2e/tests/test_capacity.py), so these
+    scenarios of nodes going away turn it off."""
+    s.policy("anchor-alone", {"capacity": {"anchor": False}}, wait=True)
     faults.cordon(s.cluster, pool.big)
     try:
         run = s.start(run_body)

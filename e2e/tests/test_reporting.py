@@ -28,12 +28,6 @@ def wait_event(s: Scenario, reason: str, timeout: float = 30) -> client.CoreV1Ev
     return s.cluster.wait_for(lambda: s.events(reason), timeout=timeout, what=f"Event {reason}")[0]
 
 
-def policy(s: Scenario, name: str, spec: dict[str, object]) -> None:
-    s.custom.create_namespaced_custom_object(*POLICY, s.ns, "coschedulingpolicies", {
-        "apiVersion": "/".join(POLICY), "kind": "CoschedulingPolicy",
-        "metadata": {"name": name}, "spec": spec})
-
-
 def ready_condition(s: Scenario, name: str) -> dict[str, str] | None:
     obj = s.custom.get_namespaced_custom_object(*POLICY, s.ns, "coschedulingpolicies", name)
     conds = (obj.get("status") or {}).get("conditions") or []
@@ -91,11 +85,11 @@ def test_balloon_refused_by_quota_is_said(enabled: Scenario, coscheduler: Cosche
 
 def test_policy_topology_key_reaches_the_pods_and_status_is_reported(enabled: Scenario, nodes: list[str]) -> None:
     s = enabled
-    policy(s, "zone", {"topologyKey": "topology.kubernetes.io/zone", "isolation": "none"})
+    s.policy("zone", {"topologyKey": "topology.kubernetes.io/zone", "isolation": "none"})
     s.cluster.wait_for(lambda: (ready_condition(s, "zone") or {}).get("status") == "True",
                        timeout=20, what="policy Ready=True")
     time.sleep(1.1)  # creation times have whole seconds; a tie would go by name ("second" first)
-    policy(s, "second", {"isolation": "required"})
+    s.policy("second", {"isolation": "required"})
     cond = s.cluster.wait_for(lambda: ready_condition(s, "second"), timeout=20, what="second policy status")
     assert (cond["status"], cond["reason"]) == ("False", "Superseded")
     run = s.run(workspaces=[{"name": "w", "emptyDir": {}}])
@@ -115,7 +109,7 @@ def test_policy_topology_key_reaches_the_pods_and_status_is_reported(enabled: Sc
 
 def test_isolation_required_keeps_two_runs_apart(enabled: Scenario, nodes: list[str]) -> None:
     s = enabled
-    policy(s, "apart", {"isolation": "required"})
+    s.policy("apart", {"isolation": "required"})
     s.cluster.wait_for(lambda: (ready_condition(s, "apart") or {}).get("status") == "True",
                        timeout=20, what="policy Ready=True")
     time.sleep(1)  # the operator's view of policies is fed by its own watch

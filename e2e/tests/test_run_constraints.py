@@ -125,6 +125,8 @@ def test_a_preempted_balloon_moves_and_says_so(
     balloon (budgets do not stop it), its StatefulSet makes a new one, and the anchor follows."""
     s = runs
     faults.volumes_across_the_pool(s.cluster, pool)
+    # Anchored where fetch (4 CPUs) cannot fit, as capacity-aware anchoring would not allow.
+    s.policy("anchor-alone", {"capacity": {"anchor": False}}, wait=True)
     # Cordoned before the run starts: the balloon is made within milliseconds of the run, and
     # the scheduler would rather take the bigger node.
     faults.cordon(s.cluster, pool.big)

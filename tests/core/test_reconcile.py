@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -108,3 +109,12 @@ def test_task_constraints_no_node_can_meet_are_said() -> None:
     ])
     d = reconcile.decide(observe(body))
     assert "ConflictingTaskConstraints" in [n.reason for n in d.notices]
+
+
+def test_a_run_that_needs_room_waits_for_its_reservation_before_its_balloon_is_made() -> None:
+    """The scout binds first, then the balloon: never both at once, racing for the claims."""
+    base = observe()
+    waiting = reconcile.decide(replace(base, room=True))
+    assert waiting.verb is Verb.NONE and waiting.manifest is not None  # the plan, for the scout
+    assert reconcile.decide(replace(base, room=True, room_node="n1")).verb is Verb.CREATE
+    assert reconcile.decide(base).verb is Verb.CREATE

@@ -45,7 +45,10 @@ def test_a_balloon_without_the_term_anchors_alone_and_loses_any_reservation() ->
 
 
 def test_the_scout_may_wait_for_a_node_for_the_policys_time_then_asks_half() -> None:
-    assert reservation.decide(seen(room=room(age=59))).act is Act.NONE
+    assert reservation.decide(seen(room=room(age=19))).notice is None
+    waiting = reservation.decide(seen(room=room(age=59)))
+    assert waiting.act is Act.NONE and waiting.notice is not None
+    assert waiting.notice.reason == "WaitingForRoom" and not waiting.notice.warning
     step = reservation.decide(seen(room=room(age=61)))
     assert step.act is Act.REPLACE and step.halvings == 1
     assert step.size == {"cpu": 1500, "memory": 3 * 2**29 * 1000}
@@ -136,7 +139,7 @@ def test_a_scout_carries_the_balloons_constraints_and_claims_at_low_priority() -
     assert pod["spec"]["containers"][0]["resources"] == {
         "requests": {"cpu": "3", "memory": "3Gi"}, "limits": {"cpu": "3", "memory": "3Gi"}}
     owner = pod["metadata"]["ownerReferences"][0]
-    assert (owner["kind"], owner["uid"]) == ("StatefulSet", "sts-uid")
+    assert (owner["kind"], owner["uid"]) == ("PipelineRun", run.uid)  # it may precede the balloon
     assert reservation.room_of(pod, 5.0) == Room(pod["metadata"]["name"], SCOUT,
                                                  {"cpu": 3000, "memory": 3 * 2**30 * 1000},
                                                  "", 5.0, 0)

@@ -33,17 +33,32 @@ def started(cpu: str = "2") -> tuple[Any, Any, dict[str, Any]]:
     return operator, kube, body
 
 
+def bound(manifest: dict[str, Any], node: str) -> dict[str, Any]:
+    """The pod as the watch shows it once the scheduler bound it."""
+    meta = {**manifest["metadata"], "uid": f"uid-{manifest['metadata']['name']}",
+            "creationTimestamp": "2026-11-22T03:00:01Z"}
+    return {**manifest, "metadata": meta, "spec": {**manifest["spec"], "nodeName": node}}
+
+
+def scout_found_room(operator: Any, kube: Any, node: str = "n1") -> dict[str, Any]:
+    [scout] = kube.pods.values()
+    operator.capacity._acted.clear()  # the watch has shown the scout: no need to wait
+    operator.capacity.on_room_pod(bound(scout, node), deleted=False)
+    return scout
+
+
 def pod(name: str, node: str = "", phase: str = "Pending", **labels: str) -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": "team-a", "uid": f"uid-{name}",
                          "labels": labels, "creationTimestamp": "2026-11-22T03:00:01Z"},
             "spec": {"nodeName": node}, "status": {"phase": phase}}
 
 
-def test_a_run_whose_peak_asks_for_cpu_gets_a_scout_and_a_balloon_that_follows_it() -> None:
-    _, kube, _ = started()
+def test_a_run_whose_peak_asks_for_cpu_gets_a_scout_then_a_balloon_that_follows_it() -> None:
+    operator, kube, _ = started()
+    assert kube.statefulsets == {}  # the scout looks for room first
+    scout = scout_found_room(operator, kube)
     [sts] = kube.statefulsets.values()
     assert reservation.requires_room(sts["spec"]["template"]["spec"], UID)
-    [scout] = kube.pods.values()
     assert scout["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "6"}
     assert scout["spec"]["priorityClassName"] == "tekton-coscheduler-reservation"
     assert scout["metadata"]["annotations"][reservation.ANNOTATION_ROLE] == reservation.SCOUT
@@ -64,7 +79,7 @@ def test_a_run_of_tasks_without_requests_is_anchored_by_the_balloon_alone() -> N
 
 def test_once_anchored_a_keeper_holds_what_the_builds_need_beyond_the_running_fetch() -> None:
     operator, kube, _ = started()
-    [scout] = list(kube.pods.values())
+    scout = scout_found_room(operator, kube)
     sts = balloon.balloon_name(UID)
     operator.placement.on_balloon_pod(pod(f"{sts}-0", "n1", "Running", **{
         names.LABEL_MANAGED_BY: names.APP, names.LABEL_COMPONENT: names.COMPONENT_BALLOON,
@@ -78,8 +93,8 @@ def test_once_anchored_a_keeper_holds_what_the_builds_need_beyond_the_running_fe
     term = affinity.term_for(RunRef(name="build-42", uid=UID), "kubernetes.io/hostname")
     fetch["spec"]["affinity"] = {"podAffinity": {affinity.REQUIRED: [term]}}
     operator.placement.on_task_pod(fetch)
-    operator.capacity.on_room_pod({**scout, "metadata": {**scout["metadata"], "uid": "s"}},
-                                  deleted=True)
+    operator.capacity._acted.clear()
+    operator.capacity.on_room_pod(bound(scout, "n1"), deleted=True)
     [keeper] = kube.pods.values()
     assert keeper["metadata"]["annotations"][reservation.ANNOTATION_ROLE] == reservation.KEEPER
     assert keeper["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "5"}
@@ -96,10 +111,19 @@ def test_a_reservation_that_cannot_be_made_leaves_the_balloon_to_anchor_alone() 
         raise ApiError(status=403, reason="no PriorityClass tekton-coscheduler-reservation")
 
     kube.create_pod = refuse
-    kube.list_balloon_pods = lambda namespace, run_uid: [{"spec": {}}]  # not bound
     body = factories.pipelinerun()
     kube.runs[body["metadata"]["name"]] = body
-    operator.reconcile_run(body)
-    operator.reconcile_run(body)  # the next event re-plans the unbound balloon
+    operator.reconcile_run(body)  # the scout is refused...
+    operator.reconcile_run(body)  # ...so the next event makes a balloon that anchors alone
     [sts] = kube.statefulsets.values()
     assert not reservation.requires_room(sts["spec"]["template"]["spec"], UID)
+
+
+def test_a_run_that_ends_before_its_balloon_is_made_leaves_no_reservation() -> None:
+    operator, kube, body = started()
+    assert kube.pods
+    [scout] = kube.pods.values()
+    operator.capacity.on_room_pod(bound(scout, ""), deleted=False)  # pending, in the index
+    body["status"]["conditions"][0]["status"] = "False"
+    operator.reconcile_run(body)
+    assert kube.pods == {}
