@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_FLAGS ?=
 
-.PHONY: venv lint unit binaries e2e package test demo bench bench-scale bench-chaos fuzz compare-faults clean
+.PHONY: venv lint unit binaries e2e package test demo bench bench-scale bench-chaos bench-capacity fuzz compare-faults clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -74,6 +74,14 @@ bench-chaos: venv
 	$(BIN)/pip install --quiet -e '.[test,bench]'
 	bash e2e/build.sh etcd kubernetes kwok tekton helm
 	$(BIN)/python -m bench.chaos $(CHAOS_FLAGS)
+
+# Capacity-aware anchoring on busy nodes, four ways in one invocation (not part of CI; the e2e
+# version is e2e/tests/test_capacity.py). Smaller: make bench-capacity CAPACITY_FLAGS="--runs 8"
+CAPACITY_FLAGS ?=
+bench-capacity: venv
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	bash e2e/build.sh etcd kubernetes kwok tekton
+	$(BIN)/python -m bench.capacity $(CAPACITY_FLAGS)
 
 # Nodes that go away, with ours and with Tekton's assistant (not part of CI; about 15 minutes).
 compare-faults: venv

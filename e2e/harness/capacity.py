@@ -18,11 +18,11 @@ from e2e.harness.faults import Pool
 
 
 def fan_out(
-    name: str, pool: Pool, build_cpu: str, builds: Sequence[str] = tr.FAN_OUT,
+    name: str, pool: Pool | None, build_cpu: str, builds: Sequence[str] = tr.FAN_OUT,
     build_seconds: str = "6", fetch_cpu: str | None = None,
 ) -> dict[str, Any]:
     """fetch (asking fetch_cpu, running 3 s) -> the builds (each asking build_cpu, running
-    build_seconds) -> publish."""
+    build_seconds) -> publish; every pod held to the pool, if one is given."""
     fetch = tr.task(tr.FETCH)
     if fetch_cpu:
         fetch["taskSpec"]["steps"][0]["computeResources"] = {"requests": {"cpu": fetch_cpu}}
@@ -33,14 +33,14 @@ def fan_out(
         name,
         [fetch, *fanned, tr.task(tr.PUBLISH, after=list(builds))],
         {tr.SHARED: tr.volume_claim_template()},
-        pod_template={"nodeSelector": dict(pool.label)},
+        pod_template={"nodeSelector": dict(pool.label)} if pool else None,
         task_annotations={tr.FETCH: {tr.RUN_SECONDS: "3"},
                           **{b: {tr.RUN_SECONDS: build_seconds} for b in builds}},
     )
 
 
 def filler(cluster: ClusterApi, namespace: str, node: str, cpu: str) -> None:
-    """An unrelated pod asking `cpu` on the node."""
+    """An unrelated pod asking `cpu` on the node (as busy as other tenants make it)."""
     with cluster.api_client() as api:
         client.CoreV1Api(api).create_namespaced_pod(namespace, {  # type: ignore[arg-type]
             "metadata": {"name": f"filler-{node}"},
@@ -55,3 +55,15 @@ def layer_spread(pods: Sequence[tr.PodSeen], tasks: Sequence[str]) -> float:
     times = [p.bound_at for p in pods if p.task in tasks and p.bound_at]
     assert len(times) == len(tasks), f"not every pod of {list(tasks)} was bound"
     return max(times) - min(times)
+
+
+def reservation_priority_class(cluster: ClusterApi, name: str) -> None:
+    """The PriorityClass the chart makes for reservation pods, for an operator run without
+    the chart (benchmarks)."""
+    with cluster.api_client() as api:
+        try:
+            client.SchedulingV1Api(api).create_priority_class({  # type: ignore[arg-type]
+                "metadata": {"name": name}, "value": -5, "preemptionPolicy": "Never"})
+        except client.ApiException as exc:
+            if exc.status != 409:
+                raise
