@@ -18,7 +18,7 @@ from controller.settings import ENV_PREFIX, Settings
 from e2e.harness import chart
 
 BUILTIN = {"v1", "apps/v1", "rbac.authorization.k8s.io/v1", "policy/v1",
-           "admissionregistration.k8s.io/v1", "apiextensions.k8s.io/v1"}
+           "admissionregistration.k8s.io/v1", "apiextensions.k8s.io/v1", "scheduling.k8s.io/v1"}
 
 
 def by_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -72,9 +72,12 @@ def test_default_render_has_what_an_install_needs() -> None:
     docs = chart.render()
     kinds = sorted({d["kind"] for d in docs})
     assert kinds == sorted(["ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Deployment",
-                            "MutatingWebhookConfiguration", "PodDisruptionBudget", "Role", "RoleBinding",
-                            "Secret", "Service", "ServiceAccount"])
+                            "MutatingWebhookConfiguration", "PodDisruptionBudget", "PriorityClass",
+                            "Role", "RoleBinding", "Secret", "Service", "ServiceAccount"])
     assert one(docs, "Deployment")["spec"]["replicas"] == 2
+    reservation = one(docs, "PriorityClass")  # capacity-aware anchoring's reservation pods
+    assert (reservation["value"], reservation["preemptionPolicy"]) == (-5, "Never")
+    assert not reservation.get("globalDefault")
 
 
 def test_webhook_configuration_as_the_issue_asks() -> None:
