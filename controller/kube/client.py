@@ -137,19 +137,19 @@ class Kube:
         if pod is not None and not (pod.get("spec") or {}).get("nodeName"):
             self.delete_pod(meta["namespace"], pod_name, uid=pod["metadata"]["uid"])
 
-    def create_pod(self, manifest: Mapping[str, Any]) -> bool:
-        """Creates it; False if one of that name exists (it may be ending: asked again later)."""
+    def _create_new(self, fn: Callable[..., Any], manifest: Mapping[str, Any]) -> bool:
+        """Creates it; False if one of that name exists."""
         try:
-            self.core.create_namespaced_pod(
-                manifest["metadata"]["namespace"],
-                dict(manifest),  # type: ignore[arg-type]
-                _request_timeout=self.timeout,
-            )
+            fn(manifest["metadata"]["namespace"], dict(manifest), _request_timeout=self.timeout)
         except ApiException as exc:
             if exc.status != 409:
                 raise
             return False
         return True
+
+    def create_pod(self, manifest: Mapping[str, Any]) -> bool:
+        """Creates it; False if one of that name exists (it may be ending: asked again later)."""
+        return self._create_new(self.core.create_namespaced_pod, manifest)
 
     def delete_pod(self, namespace: str, name: str, uid: str, grace: int | None = None) -> None:
         """Deletes that pod (the uid precondition spares a successor of the same name); grace
@@ -217,15 +217,7 @@ class Kube:
     def create_pdb(self, manifest: Mapping[str, Any]) -> None:
         """Creates it, or leaves the one that exists."""
         policy = kubernetes.client.PolicyV1Api(self.api)
-        try:
-            policy.create_namespaced_pod_disruption_budget(
-                manifest["metadata"]["namespace"],
-                dict(manifest),  # type: ignore[arg-type]
-                _request_timeout=self.timeout,
-            )
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
+        self._create_new(policy.create_namespaced_pod_disruption_budget, manifest)
 
     def get_pipelinerun(self, namespace: str, name: str) -> Obj | None:
         return self.get_or_none(
