@@ -62,6 +62,19 @@ def test_chart_identity_is_refused_what_it_must_not_do(
                 "spec": {"containers": [{"name": "c", "image": "busybox"}]},
             },
         ),
+        # the pods guard lets it make reservation pods only: not one dressed as one
+        "create a pod dressed as a reservation": lambda: core.create_namespaced_pod(
+            ns,
+            {
+                "metadata": {"name": "y", "labels": {
+                    "app.kubernetes.io/managed-by": "tekton-coscheduler",
+                    "app.kubernetes.io/component": "reservation"}},
+                "spec": {"priorityClassName": f"{chart.RELEASE}-tekton-coscheduler-reservation",
+                         "automountServiceAccountToken": False,
+                         "containers": [{"name": "c", "image": "busybox"}],
+                         "volumes": [{"name": "h", "hostPath": {"path": "/"}}]},
+            },
+        ),
         "patch pipelineruns": lambda: custom.patch_namespaced_custom_object(
             "tekton.dev", "v1", ns, "pipelineruns", "any", {"metadata": {"labels": {"a": "b"}}}
         ),
