@@ -89,6 +89,8 @@ class Operator:
                 self.live[run.uid] = body
             else:
                 self.live.pop(run.uid, None)
+        if run.finished:  # finished runs stay in the cluster: their estimate need not
+            self.capacity.forget(run.uid)
         if not facts.namespace_enabled(run.namespace) and not run.finished:
             # Cheap exit for the common case; balloons left by a de-labelled namespace are
             # finished off by the resync once their runs end.

@@ -127,3 +127,12 @@ def test_a_run_that_ends_before_its_balloon_is_made_leaves_no_reservation() -> N
     body["status"]["conditions"][0]["status"] = "False"
     operator.reconcile_run(body)
     assert kube.pods == {}
+
+
+def test_a_finished_run_keeps_no_estimate() -> None:
+    """Finished runs stay in the cluster by the thousand: they cost no memory."""
+    operator, _, body = started()
+    assert operator.capacity._estimates
+    body["status"]["conditions"][0]["status"] = "True"
+    operator.reconcile_run(body)
+    assert operator.capacity._estimates == {}
