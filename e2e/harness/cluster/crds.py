@@ -20,9 +20,10 @@ from .api import ClusterApi
 
 
 @functools.cache
-def module_dir(module: str, version: str) -> Path:
-    """The Go module cache's copy of module@version, downloaded if missing."""
-    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"}
+def module_dir(module: str, version: str, toolchain: str = "local") -> Path:
+    """The Go module cache's copy of module@version, downloaded if missing (with the Go
+    toolchain its go.mod asks for, when that is newer than the installed one)."""
+    env = {**os.environ, "GOTOOLCHAIN": toolchain, "GOFLAGS": "-mod=mod"}
     with tempfile.TemporaryDirectory() as cwd:  # outside any module: no go.mod interferes
         out = subprocess.run(
             ["go", "mod", "download", "-json", f"{module}@{version}"],

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from . import cert_manager, crds, tekton
+from . import cert_manager, crds, karpenter, tekton
 from .api import ClusterApi
 from .processes import ManagedProcess, free_port, http_ok, tail, wait_until
 from .versions import find_binary
@@ -44,6 +44,7 @@ class ClusterHandle(ClusterApi):
         self._kwok_started = False
         self._tekton_ready = False
         self._cert_manager_started = False
+        self._karpenter: ManagedProcess | None = None
 
     # lifecycle ---------------------------------------------------------------------------
     def start(self) -> ClusterHandle:
@@ -57,6 +58,7 @@ class ClusterHandle(ClusterApi):
         self._kwok_started = False
         self._tekton_ready = False
         self._cert_manager_started = False
+        self._karpenter = None
 
     def __enter__(self) -> ClusterHandle:
         try:
@@ -139,6 +141,25 @@ class ClusterHandle(ClusterApi):
             self.processes.append(proc)
             proc.start()
         self._cert_manager_started = True
+
+    def start_karpenter(self, zone: str, sizes: dict[str, int]) -> None:
+        """Karpenter's CRDs and its kwok provider, offering instance types of `sizes` (name ->
+        CPUs) in `zone`; idempotent. Nodes come only for a NodePool (karpenter.node_pool)."""
+        if self._karpenter is not None:
+            return
+        self.start_kwok()
+        proc = karpenter.process(self, self.logs_dir, karpenter.instance_types(zone, sizes))
+        crds.apply(self, karpenter.crd_documents())
+        self.processes.append(proc)
+        proc.start()
+        self._karpenter = proc
+
+    def stop_karpenter(self) -> None:
+        """Stops the autoscaler; the nodes it made stay until deleted."""
+        if self._karpenter is not None:
+            self._karpenter.stop()
+            self.processes.remove(self._karpenter)
+            self._karpenter = None
 
     # API ---------------------------------------------------------------------------------
     @contextmanager

@@ -60,6 +60,9 @@ COMPONENTS = {
         (),
         module="github.com/cert-manager/cert-manager",
     ),
+    "karpenter": Component(
+        "karpenter", "KARPENTER_VERSION", ("karpenter-kwok",), (), module="sigs.k8s.io/karpenter"
+    ),
 }
 COMPONENT_OF = {b: c for c in COMPONENTS.values() for b in c.binaries}
 
