@@ -75,12 +75,13 @@ bench-chaos: venv
 	bash e2e/build.sh etcd kubernetes kwok tekton helm
 	$(BIN)/python -m bench.chaos $(CHAOS_FLAGS)
 
-# Capacity-aware anchoring on busy nodes, four ways in one invocation (not part of CI; the e2e
-# version is e2e/tests/test_capacity.py). Smaller: make bench-capacity CAPACITY_FLAGS="--runs 8"
-CAPACITY_FLAGS ?=
+# Capacity-aware anchoring on busy nodes, four ways in one invocation, with Karpenter adding
+# nodes (not part of CI; the e2e versions are e2e/tests/test_capacity.py and test_autoscaler.py).
+# Smaller: make bench-capacity CAPACITY_FLAGS="--autoscaler --runs 8"; no autoscaler: CAPACITY_FLAGS=
+CAPACITY_FLAGS ?= --autoscaler
 bench-capacity: venv
 	$(BIN)/pip install --quiet -e '.[test,bench]'
-	bash e2e/build.sh etcd kubernetes kwok tekton
+	bash e2e/build.sh etcd kubernetes kwok tekton karpenter
 	$(BIN)/python -m bench.capacity $(CAPACITY_FLAGS)
 
 # Nodes that go away, with ours and with Tekton's assistant (not part of CI; about 15 minutes).

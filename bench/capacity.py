@@ -2,6 +2,7 @@
 
 python -m bench.capacity [--nodes 8] [--node-cpu 8] [--background 0.6] [--runs 16]
                          [--fan-out 4] [--task-cpu 1] [--interval 4] [--build-seconds 15]
+                         [--autoscaler]
 
 One local control plane with the real Tekton controller and kube-scheduler. N kwok nodes are
 kept busy by unrelated pods: each node's share of CPU taken is drawn (seeded) around the
@@ -17,7 +18,9 @@ a volumeClaimTemplate claim bound to a zonal volume) are started one every I sec
 Per mode: runs whose widest layer started together (every build bound within 5 s of the
 first), run duration p50/p99 (creation to completion, as Tekton records them), pods that
 waited for capacity (bound more than 5 s after they were made), runs with every pod on one
-node, and the nodes an autoscaler added (none here: autoscalers are issue 12's next step).
+node, and the nodes an autoscaler added. With --autoscaler, Karpenter's kwok provider runs
+beside the control plane and may add nodes of --node-cpu CPUs (a NodePool per mode, removed
+with its nodes before the next mode); without it, no node is added.
 JSON in build/capacity.json; PNG plots in build/capacity-*.png. Last line:
 `capacity: widest layer started together in X/R runs (assistant Y/R, none Z/R)`.
 """
@@ -43,7 +46,7 @@ from controller.core.times import parse_time
 from controller.settings import Settings
 from e2e.harness import capacity, faults
 from e2e.harness import tekton_runs as tr
-from e2e.harness.cluster import LocalCluster
+from e2e.harness.cluster import LocalCluster, karpenter
 from e2e.harness.cluster import tekton as tekton_cluster
 from e2e.harness.coscheduler import Coscheduler, install_crds
 
@@ -85,6 +88,20 @@ def background(cluster: LocalCluster, nodes: list[str], node_cpu: float, mean: f
 
 def one_mode(cluster: LocalCluster, mode: str, args: argparse.Namespace) -> Mode:
     tekton_cluster.configure(cluster, {"coschedule": MODES[mode]})
+    if not args.autoscaler:
+        return runs_of_mode(cluster, mode, args)
+    pool = f"bench-{mode}"
+    karpenter.apply_node_pool(cluster, karpenter.node_pool(
+        pool, {}, cpu_limit=int(args.node_cpu * args.runs), tainted=False))
+    try:
+        return runs_of_mode(cluster, mode, args)
+    finally:
+        karpenter.delete_node_pool(cluster, pool)
+        cluster.wait_for(lambda: not karpenter.made_nodes(cluster, pool), timeout=300,
+                         what=f"the nodes of NodePool {pool} removed")
+
+
+def runs_of_mode(cluster: LocalCluster, mode: str, args: argparse.Namespace) -> Mode:
     ours = mode in ("capacity", "balloon-only")
     labels = {names.NAMESPACE_LABEL: "true"} if ours else {}
     ns = cluster.create_namespace(f"{mode[:12]}-{uuid.uuid4().hex[:4]}", labels=labels)
@@ -184,6 +201,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--seed", type=int, default=12)
     parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
+    parser.add_argument("--autoscaler", action="store_true",
+                        help="run Karpenter's kwok provider (e2e/build.sh karpenter)")
     parser.add_argument("--out", type=Path, default=Path("build"))
     args = parser.parse_args()
     results: list[Mode] = []
@@ -195,6 +214,8 @@ def main() -> int:
             list(pool.map(lambda _: faults.add_pv(cluster, faults.ZONE, "zone-a"),
                           range(args.runs * len(args.modes) + 5)))
         cluster.start_tekton()
+        if args.autoscaler:
+            cluster.start_karpenter("zone-a", {f"bench-{args.node_cpu:g}cpu": int(args.node_cpu)})
         install_crds(cluster)
         capacity.reservation_priority_class(cluster, Settings().reservation_priority_class_name)
         operator = Coscheduler(cluster, env_overrides={

@@ -7,35 +7,45 @@ cannot fit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from kubernetes import client
 
+from e2e.harness import faults
 from e2e.harness import tekton_runs as tr
+from e2e.harness.cluster import ClusterHandle, karpenter
 from e2e.harness.cluster.api import ClusterApi
 from e2e.harness.faults import Pool
 
 
 def fan_out(
     name: str, pool: Pool | None, build_cpu: str, builds: Sequence[str] = tr.FAN_OUT,
-    build_seconds: str = "6", fetch_cpu: str | None = None,
+    build_seconds: str = "6", fetch_cpu: str | None = None, publish_seconds: str | None = None,
+    tolerations: Sequence[Mapping[str, str]] = (),
 ) -> dict[str, Any]:
     """fetch (asking fetch_cpu, running 3 s) -> the builds (each asking build_cpu, running
-    build_seconds) -> publish; every pod held to the pool, if one is given."""
+    build_seconds) -> publish (running publish_seconds); every pod held to the pool, if one is
+    given, and tolerating `tolerations`."""
     fetch = tr.task(tr.FETCH)
     if fetch_cpu:
         fetch["taskSpec"]["steps"][0]["computeResources"] = {"requests": {"cpu": fetch_cpu}}
     fanned = [tr.task(b, after=[tr.FETCH]) for b in builds]
     for build in fanned:
         build["taskSpec"]["steps"][0]["computeResources"] = {"requests": {"cpu": build_cpu}}
+    template: dict[str, Any] = {"nodeSelector": dict(pool.label)} if pool else {}
+    if tolerations:
+        template["tolerations"] = [dict(t) for t in tolerations]
+    seconds = {tr.FETCH: "3", **{b: build_seconds for b in builds}}
+    if publish_seconds:
+        seconds[tr.PUBLISH] = publish_seconds
     return tr.pipelinerun(
         name,
         [fetch, *fanned, tr.task(tr.PUBLISH, after=list(builds))],
         {tr.SHARED: tr.volume_claim_template()},
-        pod_template={"nodeSelector": dict(pool.label)} if pool else None,
-        task_annotations={tr.FETCH: {tr.RUN_SECONDS: "3"},
-                          **{b: {tr.RUN_SECONDS: build_seconds} for b in builds}},
+        pod_template=template or None,
+        task_annotations={task: {tr.RUN_SECONDS: s} for task, s in seconds.items()},
     )
 
 
@@ -67,3 +77,21 @@ def reservation_priority_class(cluster: ClusterApi, name: str) -> None:
         except client.ApiException as exc:
             if exc.status != 409:
                 raise
+
+
+@contextmanager
+def autoscaled_pool(cluster: ClusterHandle) -> Iterator[tuple[Pool, str]]:
+    """A pool of one small node (2 CPUs) and a NodePool (named as the pool) that the autoscaler
+    grows with nodes of the pool when its pods need them, and empties and shrinks itself. The
+    made nodes carry karpenter.TAINT: only the scenario's runs, which tolerate it, go there.
+    Removed afterwards: the NodePool first (Karpenter takes its nodes away), then the rest."""
+    pool = faults.make_pool(cluster, big=False)
+    name = f"pool-{pool.label[faults.POOL]}"
+    karpenter.apply_node_pool(cluster, karpenter.node_pool(name, pool.label, cpu_limit=32))
+    try:
+        yield pool, name
+    finally:
+        karpenter.delete_node_pool(cluster, name)
+        cluster.wait_for(lambda: not karpenter.made_nodes(cluster, name), timeout=120,
+                         what=f"the nodes of NodePool {name} removed")
+        faults.remove_pool(cluster, pool)

@@ -145,28 +145,32 @@ POOL_ZONE = "zone-faults"
 
 @dataclass
 class Pool:
-    """Two kwok nodes of one zone for one scenario: `small` (2 CPUs) and `big` (8 CPUs). Every
+    """Kwok nodes of one zone for one scenario: `small` (2 CPUs) and `big` (8 CPUs; none in a
+    pool an autoscaler grows, see harness/capacity.py). Every
     pod of the scenario's runs, balloon or assistant included, is held to them by the runs' pod
     template, and their volumes are keyed by the pool so that no other scenario takes them."""
 
     label: dict[str, str]
     small: str
-    big: str
+    big: str = ""
 
 
-def make_pool(cluster: ClusterHandle) -> Pool:
+def make_pool(cluster: ClusterHandle, big: bool = True) -> Pool:
     pid = uuid.uuid4().hex[:5]
     label = {POOL: pid}
     [small] = cluster.add_nodes(1, prefix=f"small-{pid}", cpu="2", zones=(POOL_ZONE,), labels=label)
-    [big] = cluster.add_nodes(1, prefix=f"big-{pid}", cpu="8", zones=(POOL_ZONE,), labels=label)
-    return Pool(label, small, big)
+    if not big:
+        return Pool(label, small)
+    [big_node] = cluster.add_nodes(
+        1, prefix=f"big-{pid}", cpu="8", zones=(POOL_ZONE,), labels=label)
+    return Pool(label, small, big_node)
 
 
 def remove_pool(cluster: ClusterApi, pool: Pool) -> None:
     """Deletes the pool's nodes (those still there) and its volumes no claim took."""
     with cluster.api_client() as api:
         core = client.CoreV1Api(api)
-        for node in (pool.small, pool.big):
+        for node in filter(None, (pool.small, pool.big)):
             try:
                 core.delete_node(node)
             except ApiException as exc:

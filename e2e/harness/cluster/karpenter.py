@@ -82,8 +82,9 @@ def process(
 
 
 def node_pool(name: str, labels: dict[str, str], cpu_limit: int,
-              consolidate_after: str = "10s") -> dict[str, Any]:
-    """A NodePool whose nodes carry `labels` and TAINT, removed when empty or underutilised."""
+              consolidate_after: str = "10s", tainted: bool = True) -> dict[str, Any]:
+    """A NodePool whose nodes carry `labels` and TAINT (if `tainted`: on a cluster of many
+    scenarios), removed when empty or underutilised."""
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "NodePool",
@@ -97,7 +98,7 @@ def node_pool(name: str, labels: dict[str, str], cpu_limit: int,
                         {"key": "karpenter.sh/capacity-type", "operator": "In",
                          "values": ["on-demand"]},
                     ],
-                    "taints": [{"key": TAINT, "effect": "NoSchedule"}],
+                    "taints": [{"key": TAINT, "effect": "NoSchedule"}] if tainted else [],
                     "nodeClassRef": {"group": NODE_CLASS_GROUP, "kind": "KWOKNodeClass",
                                      "name": NODE_CLASS},
                     "expireAfter": "Never",
