@@ -22,6 +22,11 @@ set -euo pipefail
 E2E_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=versions.env
 . "$E2E_DIR/versions.env"
+# E2E_<KEY> in the environment overrides a pin for this run (make e2e-matrix builds each release).
+for key in $(sed -n 's/^\([A-Z][A-Z0-9_]*\)=.*/\1/p' "$E2E_DIR/versions.env"); do
+  override=E2E_$key
+  if [ -n "${!override:-}" ]; then printf -v "$key" '%s' "${!override}"; fi
+done
 
 CACHE=${TEKTON_COSCHEDULER_CACHE:-$HOME/.cache/tekton-coscheduler}
 BIN_ROOT=$CACHE/bin
@@ -181,6 +186,11 @@ go 1.26.4
 
 require github.com/tektoncd/pipeline $TEKTON_PIPELINE_VERSION
 EOF
+  local replaces_var pair
+  replaces_var=TEKTON_REPLACES_$(echo "$TEKTON_PIPELINE_VERSION" | tr . _)
+  for pair in ${!replaces_var:-}; do
+    printf '\nreplace %s => %s %s\n' "${pair%%=*}" "${pair%%=*}" "${pair#*=}" >>"$1/go.mod"
+  done
   cat >"$1/tools.go" <<'EOF'
 //go:build tools
 

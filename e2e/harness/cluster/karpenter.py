@@ -28,6 +28,8 @@ NODE_CLASS = "e2e"
 TAINT = "e2e.tekton-coscheduler.dev/autoscaled"
 # Made nodes: nodeclaim name label (the Node's own name is random).
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
+# What Karpenter puts on a node it has decided to remove, before it drains it.
+DISRUPTED_TAINT = "karpenter.sh/disrupted"
 
 
 def crd_documents() -> list[dict[str, Any]]:
@@ -141,6 +143,20 @@ def delete_node_pool(cluster: ClusterApi, name: str) -> None:
         except ApiException as exc:
             if exc.status != 404:
                 raise
+
+
+def disrupting(cluster: ClusterApi, node: str) -> bool:
+    """Has Karpenter started taking the node away (its disruption taint, or deleting it)?"""
+    with cluster.api_client() as api:
+        try:
+            found = client.CoreV1Api(api).read_node(node)
+        except ApiException as exc:
+            if exc.status == 404:
+                return True
+            raise
+    taints = found.spec.taints or []
+    return found.metadata.deletion_timestamp is not None or any(
+        t.key == DISRUPTED_TAINT for t in taints)
 
 
 def made_nodes(cluster: ClusterApi, pool: str) -> list[str]:

@@ -13,12 +13,14 @@ BUILD_SCRIPT = VERSIONS_FILE.parent / "build.sh"
 
 
 def read_versions(path: Path = VERSIONS_FILE) -> dict[str, str]:
+    """The pins, each overridden by E2E_<KEY> in the environment if set (as build.sh does)."""
     out: dict[str, str] = {}
     for line in path.read_text().splitlines():
         line = line.strip()
         if line and not line.startswith("#") and "=" in line:
             key, _, value = line.partition("=")
-            out[key.strip()] = value.strip().strip("'\"")
+            key = key.strip()
+            out[key] = os.environ.get(f"E2E_{key}") or value.strip().strip("'\"")
     return out
 
 
