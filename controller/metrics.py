@@ -112,3 +112,9 @@ class Metrics:
             "CoschedulingPolicies that cannot be used as written",
             registry=r,
         )
+        self.version_tested = Gauge(
+            f"{PREFIX}_version_tested",
+            "1 if the cluster's release of the component is one this release was tested on",
+            ["component", "version"],
+            registry=r,
+        )

@@ -31,6 +31,8 @@ READ_WRITE_ONCE_POD = "ReadWriteOncePod"
 
 FEATURE_FLAGS_CONFIGMAP = "feature-flags"
 DEFAULTS_CONFIGMAP = "config-defaults"
+# Tekton's own record of its release (data.version, e.g. "v1.15.0"), beside its config.
+PIPELINES_INFO_CONFIGMAP = "pipelines-info"
 # Tekton writes this into every TaskRun pod's app.kubernetes.io/managed-by, over any value the
 # TaskRun carries, unless config-defaults names another (default-managed-by-label-value).
 DEFAULT_MANAGED_BY = "tekton-pipelines"

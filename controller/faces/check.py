@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from controller.core import names, tekton
+from controller.core import names, tekton, versions
 from controller.kube import access
 from controller.kube.client import ApiError, Kube, load_client_config
 from controller.kube.inspection import Inspection
@@ -23,10 +23,21 @@ def check(settings: Settings, out: Callable[[str], None] = print) -> int:
 
     try:
         kube = Inspection(Kube(load_client_config(), timeout=10))
-        say(OK, "cluster", f"reachable, Kubernetes {kube.server_version()}")
+        server = kube.server_version()
+        say(OK, "cluster", f"reachable, Kubernetes {server}")
     except Exception as exc:
         say(FAIL, "cluster", f"not reachable: {_short(exc)}")
         return _verdict(results, out)
+    # Outside the tested releases is a warning, never a failure: the operator runs there too.
+    said = versions.kubernetes(server)
+    say(OK if said.tested else WARN, "kubernetes version", said.message)
+    try:
+        info = kube.configmap_data(settings.tekton_namespace, tekton.PIPELINES_INFO_CONFIGMAP)
+    except ApiError as exc:
+        say(WARN, "tekton version", f"cannot read pipelines-info: {_short(exc)}")
+    else:
+        said = versions.tekton((info or {}).get("version"))
+        say(OK if said.tested else WARN, "tekton version", said.message)
 
     for crd in ("pipelineruns.tekton.dev", f"{names.POLICY_PLURAL}.{names.POLICY_GROUP}"):
         try:

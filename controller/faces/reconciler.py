@@ -24,11 +24,13 @@ from controller.kube.admission_policies import AdmissionPolicies
 from controller.kube.caches import Caches
 from controller.kube.client import Kube, load_client_config
 from controller.kube.clusterview import ClusterView, Facts
+from controller.kube.inspection import Inspection
 from controller.kube.leadership import LeaderElector, default_namespace, identity
 from controller.metrics import Metrics
 from controller.operator.bindings import PolicyBindings
 from controller.operator.resync import Resync
 from controller.operator.runs import Operator
+from controller.operator.versions import Versions
 from controller.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -172,11 +174,22 @@ async def reconcile_while_leading(
     return LOST_LEADERSHIP if lost else 0
 
 
+def server_version(kube: Kube) -> str | None:
+    try:
+        return Inspection(kube).server_version()
+    except Exception as exc:  # said as "unknown"; the watches will report the API's state
+        log.warning("could not read the API server's version", error=str(exc))
+        return None
+
+
 async def run(settings: Settings) -> int:
     metrics = Metrics()
     kube = Kube(load_client_config(), timeout=settings.api_timeout, metrics=metrics)
     view = ClusterView(settings, kube)
     view.subscribe(warn_if_tekton_relabels)
+    versions = Versions(metrics)
+    versions.kubernetes(server_version(kube))
+    view.subscribe(versions.on_facts)
     caches = Caches(kube, settings.api_timeout)
     view.subscribe(caches.follow_namespaces)
     operator = Operator(settings, kube, view, metrics, caches)

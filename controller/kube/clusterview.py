@@ -37,6 +37,7 @@ class Facts:
     tekton_container_defaults: Mapping[str, Any] = field(default_factory=dict)
     tekton_managed_by: str = tekton.DEFAULT_MANAGED_BY
     feature_flags: Mapping[str, Any] | None = None
+    tekton_version: str = ""  # pipelines-info data.version; "" while unknown
 
     @property
     def assistant_blocks(self) -> bool:
@@ -149,6 +150,7 @@ class ClusterView:
         ns = self.settings.tekton_namespace
         flags = store.get(f"{ns}/{tekton.FEATURE_FLAGS_CONFIGMAP}")
         defaults = store.get(f"{ns}/{tekton.DEFAULTS_CONFIGMAP}")
+        info = (store.get(f"{ns}/{tekton.PIPELINES_INFO_CONFIGMAP}") or {}).get("data") or {}
         data = (flags or {}).get("data") if flags else None
         self._update(
             "tekton-config",
@@ -159,6 +161,7 @@ class ClusterView:
                 defaults, "default-container-resource-requirements"
             ),
             tekton_managed_by=tekton.managed_by_value((defaults or {}).get("data")),
+            tekton_version=str(info.get("version") or ""),
         )
 
     def _on_policies(self, store: Store) -> None:

@@ -1,6 +1,7 @@
 """Reads for a person at a terminal (`check`, `explain`): one object at a time, on demand.
 
-The operator never uses these: it reads from watch caches. They live apart from the client so
+The operator uses none of these while it works (it reads from watch caches); at start it asks
+the server's version once. They live apart from the client so
 that the client stays the operator's short list of calls.
 """
 
