@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 
 from controller.core import names
-from e2e.harness.cluster import ClusterHandle
+from e2e.harness.cluster import ClusterHandle, read_versions
 from e2e.harness.cluster import tekton as tekton_cluster
 from e2e.harness.coscheduler import Coscheduler
 from e2e.harness.scenario import Scenario
@@ -181,3 +181,7 @@ def test_check_command_gives_a_verdict(cluster: ClusterHandle, coscheduler: Cosc
     assert out.returncode == 0, out.stdout + out.stderr
     assert "verdict: ready" in out.stdout
     assert "tekton affinity assistant: off" in out.stdout
+    pins = read_versions()
+    assert f"[  ok] kubernetes version: Kubernetes {pins['KUBERNETES_VERSION']}: tested" in out.stdout
+    assert (f"[  ok] tekton version: Tekton Pipelines {pins['TEKTON_PIPELINE_VERSION']}: tested"
+            in out.stdout)

@@ -63,6 +63,8 @@ def config_maps(feature_flags: Mapping[str, str] | None) -> list[dict[str, Any]]
             if name == FEATURE_FLAGS:
                 data.update(DEFAULT_FEATURE_FLAGS)
                 data.update(feature_flags or {})
+            if name == "pipelines-info":  # "devel" in the source; a release writes its version
+                data["version"] = read_versions()["TEKTON_PIPELINE_VERSION"]
             if name == "config-observability":
                 data["metrics-protocol"] = "none"  # no metrics server fighting for a fixed port
                 data["tracing-protocol"] = "none"
