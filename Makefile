@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_FLAGS ?=
 
-.PHONY: venv lint unit binaries e2e package test demo bench bench-scale bench-chaos bench-capacity fuzz compare-faults clean
+.PHONY: venv lint unit binaries e2e package test demo bench bench-scale bench-chaos bench-capacity fuzz compare-faults e2e-matrix clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -85,6 +85,14 @@ bench-capacity: venv
 	$(BIN)/python -m bench.capacity $(CAPACITY_FLAGS)
 
 # Nodes that go away, with ours and with Tekton's assistant (not part of CI; about 15 minutes).
+# The core e2e subset (pytest -m matrix) on every Kubernetes minor and Tekton LTS line of
+# e2e/versions.env (not part of CI; it builds each release first). Fewer cells:
+# make e2e-matrix MATRIX_FLAGS="--plan reduced"
+MATRIX_FLAGS ?=
+e2e-matrix: venv
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	$(BIN)/python -m e2e.tools.matrix $(MATRIX_FLAGS)
+
 compare-faults: venv
 	bash e2e/build.sh etcd kubernetes kwok tekton
 	$(BIN)/python -m e2e.tools.compare_faults

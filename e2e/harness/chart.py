@@ -29,13 +29,13 @@ from urllib.parse import urlsplit
 import yaml
 from kubernetes import client
 
-from e2e.harness.cluster import ClusterHandle, find_binary
+from e2e.harness.cluster import ClusterHandle, find_binary, read_versions
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "tekton-coscheduler"
 RELEASE = "tcs"
 NAMESPACE = "tekton-coscheduler"
-KUBE_VERSION = "1.36.3"
+KUBE_VERSION = read_versions()["KUBERNETES_VERSION"].lstrip("v")
 # Read by the post-renderer (helm runs it without our arguments' context).
 ENV_URL = "E2E_WEBHOOK_URL"
 ENV_CA = "E2E_WEBHOOK_CA_BUNDLE"
@@ -148,6 +148,20 @@ def install(
         kubeconfig=cluster.kubeconfig,
     )
     return out.stdout
+
+
+def session_values() -> dict[str, Any]:
+    """Values the whole e2e session installs with: E2E_ADMISSION_MODE (auto, policy, webhook)
+    picks the admission mode, as `make e2e-matrix` does where the chart's auto would not."""
+    mode = os.environ.get("E2E_ADMISSION_MODE")
+    return {"admission": {"mode": mode}} if mode else {}
+
+
+def serves_policy_v1(cluster: ClusterHandle) -> bool:
+    """Does the API server serve admissionregistration.k8s.io/v1 MutatingAdmissionPolicy?"""
+    with cluster.api_client() as api:
+        found = client.AdmissionregistrationV1Api(api).get_api_resources()
+    return any(r.kind == "MutatingAdmissionPolicy" for r in found.resources)
 
 
 def settings_of(cluster: ClusterHandle, release: str = RELEASE) -> dict[str, str]:

@@ -15,7 +15,7 @@ def deploy(cluster: ClusterHandle, env: Mapping[str, str] | None = None) -> Cosc
     """Installs the chart, starts the controller (with `env` over the test settings), and returns
     once it leads and admission pins TaskRun pods. Stop it with .stop()."""
     operator = Coscheduler(cluster, env_overrides={"POD_NAMESPACE": chart.NAMESPACE, **(env or {})})
-    chart.install(cluster, operator.webhook_url, operator.ca_bundle)
+    chart.install(cluster, operator.webhook_url, operator.ca_bundle, chart.session_values())
     operator.env_overrides = {**operator.env_overrides, **chart.settings_of(cluster)}
     operator.kubeconfig = chart.service_account_kubeconfig(
         cluster, cluster.logs_dir / "chart-sa.kubeconfig"

@@ -40,6 +40,7 @@ def anchored_on_small(s: Runs, pool: Pool, run_body: dict[str, Any]) -> dict[str
     return run
 
 
+@pytest.mark.matrix
 @pytest.mark.parametrize("kind", ["cordon", "taint", "lost", "deleted"])
 def test_the_anchor_moves_off_a_node_that_goes_away_and_the_waiting_pod_follows(
     runs: Runs, pool: Pool, kind: str

@@ -175,6 +175,7 @@ def test_tekton_assistant_on_stops_new_balloons_and_is_said(
     s.wait_balloon(run, timeout=20)  # the resync anchors the run once the assistant is off
 
 
+@pytest.mark.matrix
 def test_check_command_gives_a_verdict(cluster: ClusterHandle, coscheduler: Coscheduler) -> None:
     exe = Path(sys.executable).with_name("tekton-coscheduler")
     out = subprocess.run([str(exe), "check"], env=coscheduler.env(), capture_output=True, text=True, timeout=60)

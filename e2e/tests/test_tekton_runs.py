@@ -43,6 +43,7 @@ SLOW = {tr.RUN_SECONDS: "30"}
 # -- the pipeline shapes --------------------------------------------------------------------
 
 
+@pytest.mark.matrix
 def test_fan_out_fan_in_shares_one_volume_on_the_balloon_node(runs: Runs) -> None:
     s = runs
     s.local_pvs_everywhere()
@@ -57,6 +58,7 @@ def test_fan_out_fan_in_shares_one_volume_on_the_balloon_node(runs: Runs) -> Non
     s.wait_no_balloon(run)
 
 
+@pytest.mark.matrix
 def test_run_on_a_claim_bound_on_a_chosen_node_lands_there(runs: Runs, nodes: list[str]) -> None:
     s = runs
     s.pvc("source")
@@ -250,6 +252,7 @@ def test_pod_template_affinity_and_tolerations_are_kept(runs: Runs) -> None:
     s.wait_no_balloon(run)
 
 
+@pytest.mark.matrix
 def test_namespace_without_the_label_is_untouched(unlabelled: Runs) -> None:
     s = unlabelled
     run = s.start(tr.fan_out_fan_in(tr.unique("off"), EMPTY_DIR))
@@ -257,6 +260,7 @@ def test_namespace_without_the_label_is_untouched(unlabelled: Runs) -> None:
     assert_untouched(s, run, ALL_TASKS)
 
 
+@pytest.mark.matrix
 def test_opted_out_run_is_untouched(runs: Runs) -> None:
     s = runs
     run = s.start(

@@ -3,6 +3,7 @@ kube-scheduler and kwok (fake kubelets), all on 127.0.0.1, no containers."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import ssl
 import tempfile
@@ -140,6 +141,10 @@ class LocalCluster(ClusterHandle):
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--allow-privileged=true",
                 "--profiling=false",
+                # What an administrator may add, e.g. MutatingAdmissionPolicy v1beta1 on 1.35:
+                # --feature-gates=MutatingAdmissionPolicy=true
+                # --runtime-config=admissionregistration.k8s.io/v1beta1=true
+                *os.environ.get("E2E_APISERVER_FLAGS", "").split(),
             ],
         )
         self.kubeconfig = write_kubeconfig(
