@@ -120,6 +120,7 @@ def install(
     release: str = RELEASE,
     namespace: str = NAMESPACE,
     keep_deployment: bool = False,
+    chart_dir: Path = CHART,
 ) -> str:
     """helm install (or upgrade) through the post-renderer; an empty ca_bundle_b64 keeps the
     chart's own caBundle, if any (mode secret), or leaves it to the cainjector (certManager).
@@ -130,7 +131,7 @@ def install(
         [
             *verb,
             release,
-            str(CHART),
+            str(chart_dir),
             "--namespace",
             namespace,
             "--create-namespace",
@@ -154,7 +155,7 @@ def session_values() -> dict[str, Any]:
     """Values the whole e2e session installs with: E2E_ADMISSION_MODE (auto, policy, webhook)
     picks the admission mode, as `make e2e-matrix` does where the chart's auto would not."""
     mode = os.environ.get("E2E_ADMISSION_MODE")
-    return {"admission": {"mode": mode}} if mode else {}
+    return {"admission.mode": mode} if mode else {}
 
 
 def serves_policy_v1(cluster: ClusterHandle) -> bool:

@@ -69,6 +69,8 @@ class Coscheduler:
     # Serving certificate and key made elsewhere (cert-manager); else a test CA issues them.
     tls_files: tuple[Path, Path] | None = None
     process: ManagedProcess | None = None
+    # Whose code runs: this working tree, or another release's source (harness/upgrade.py).
+    source: Path = REPO
 
     def __post_init__(self) -> None:
         self.dir = self.cluster.logs_dir / self.name
@@ -142,13 +144,18 @@ class Coscheduler:
 
     def start(self) -> None:
         exe = Path(sys.executable).with_name("tekton-coscheduler")
-        argv = [str(exe), "run"] if exe.exists() else [sys.executable, "-m", "controller", "run"]
+        env = self.env()
+        if self.source != REPO or not exe.exists():
+            argv = [sys.executable, "-m", "controller", "run"]
+            env["PYTHONPATH"] = str(self.source)  # before the editable install of this tree
+        else:
+            argv = [str(exe), "run"]
         self.process = ManagedProcess(
             f"{self.name}-{self.restarts}",
             argv,
             self.cluster.logs_dir / f"{self.name}-{self.restarts}.log",
-            env=self.env(),
-            cwd=REPO,
+            env=env,
+            cwd=self.source,
         )
         self.restarts += 1
         self.process.start()

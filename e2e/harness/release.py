@@ -5,17 +5,24 @@ chart chose (the admission mode: policy where the API server serves it)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 from e2e.harness import chart
 from e2e.harness.cluster import ClusterHandle
-from e2e.harness.coscheduler import Coscheduler
+from e2e.harness.coscheduler import REPO, Coscheduler
 
 
-def deploy(cluster: ClusterHandle, env: Mapping[str, str] | None = None) -> Coscheduler:
+def deploy(
+    cluster: ClusterHandle, env: Mapping[str, str] | None = None, source: Path = REPO,
+    name: str = "coscheduler",
+) -> Coscheduler:
     """Installs the chart, starts the controller (with `env` over the test settings), and returns
-    once it leads and admission pins TaskRun pods. Stop it with .stop()."""
-    operator = Coscheduler(cluster, env_overrides={"POD_NAMESPACE": chart.NAMESPACE, **(env or {})})
-    chart.install(cluster, operator.webhook_url, operator.ca_bundle, chart.session_values())
+    once it leads and admission pins TaskRun pods. Stop it with .stop(). `source`: whose chart
+    and code (this working tree, or an earlier release's: harness/upgrade.py)."""
+    operator = Coscheduler(cluster, env_overrides={"POD_NAMESPACE": chart.NAMESPACE, **(env or {})},
+                           name=name, source=source)
+    chart.install(cluster, operator.webhook_url, operator.ca_bundle, chart.session_values(),
+                  chart_dir=source / "charts" / "tekton-coscheduler")
     operator.env_overrides = {**operator.env_overrides, **chart.settings_of(cluster)}
     operator.kubeconfig = chart.service_account_kubeconfig(
         cluster, cluster.logs_dir / "chart-sa.kubeconfig"

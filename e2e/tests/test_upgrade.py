@@ -1,0 +1,75 @@
+"""Upgrades that lose nothing: with runs in flight, `helm upgrade` from the previous release
+(PREVIOUS_RELEASE in e2e/versions.env: its chart and operator from git history) to the working
+tree, then `helm rollback` to it, the operator swapped each time as a one-replica Deployment's
+update swaps it. No run fails, no pod lands away from its anchor, no balloon is left behind or
+made twice: the balloons the old release made are the new one's to keep and to delete.
+
+On a cluster of its own (the session's runs the working tree's release from the start).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from controller.core import names
+from e2e.harness import tekton_runs as tr
+from e2e.harness import upgrade
+from e2e.harness.cluster import BinaryNotFound, LocalCluster
+from e2e.harness.coscheduler import REPO
+from e2e.harness.runs import Runs
+from e2e.harness.tekton_runs import PodRecorder
+
+pytestmark = [pytest.mark.e2e, pytest.mark.upgrade]
+
+RUNS = int(os.environ.get("E2E_UPGRADE_RUNS", "20"))
+TASK_SECONDS = "12"  # each of fetch, the builds and publish: a run lasts about 40 s
+
+
+@pytest.fixture(scope="module")
+def fresh() -> Iterator[LocalCluster]:
+    cluster = LocalCluster()
+    try:
+        cluster.start()
+        cluster.start_tekton()
+    except BinaryNotFound as exc:
+        cluster.stop()
+        pytest.skip(str(exc))
+    try:
+        cluster.add_nodes(4, prefix="up")
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def test_an_upgrade_and_a_rollback_with_runs_in_flight_lose_nothing(fresh: LocalCluster) -> None:
+    cluster = fresh
+    previous = upgrade.previous_source()
+    operator = upgrade.install(cluster, previous)
+    ns = cluster.create_namespace(f"up-{uuid.uuid4().hex[:6]}",
+                                  labels={names.NAMESPACE_LABEL: "true"})
+    with PodRecorder(cluster, ns) as recorder:
+        s = Runs(cluster, ns, recorder)
+        s.local_pvs_everywhere(per_node=RUNS)
+        seconds = {t: {tr.RUN_SECONDS: TASK_SECONDS} for t in (tr.FETCH, *tr.FAN_OUT, tr.PUBLISH)}
+        runs = [s.start(tr.fan_out_fan_in(tr.unique("up"), task_annotations=seconds))
+                for _ in range(RUNS)]
+        anchors = {run["metadata"]["uid"]: s.anchor(run) for run in runs}  # by the old release
+        operator = upgrade.upgrade(cluster, operator, REPO)
+        operator.wait_effective()
+        operator = upgrade.rollback(cluster, operator, previous)
+        operator.wait_effective()
+        outcomes = [tr.outcome(s.done(run, timeout=300)) for run in runs]
+        assert outcomes == [("True", "Succeeded")] * RUNS
+        for run in runs:
+            uid = run["metadata"]["uid"]
+            pods = recorder.pods(uid)
+            assert {p.node for p in pods} == {anchors[uid]}, [(p.name, p.node) for p in pods]
+            balloons = {(b.name, b.node) for b in recorder.balloons(uid)}
+            assert len(balloons) == 1, f"{run['metadata']['name']}: balloons {balloons}"
+        for run in runs:  # each balloon deleted by the release that saw its run end
+            s.wait_no_balloon(run, timeout=60)
+    operator.stop()
