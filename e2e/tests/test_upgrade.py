@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -26,7 +27,8 @@ from e2e.harness.tekton_runs import PodRecorder
 pytestmark = [pytest.mark.e2e, pytest.mark.upgrade]
 
 RUNS = int(os.environ.get("E2E_UPGRADE_RUNS", "20"))
-TASK_SECONDS = "12"  # each of fetch, the builds and publish: a run lasts about 40 s
+# Each of fetch, the builds and publish: a run lasts about 40 s, over a swap of operators.
+SECONDS = {t: {tr.RUN_SECONDS: "12"} for t in (tr.FETCH, *tr.FAN_OUT, tr.PUBLISH)}
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +47,11 @@ def fresh() -> Iterator[LocalCluster]:
         cluster.stop()
 
 
+@pytest.mark.timeout(600)
 def test_an_upgrade_and_a_rollback_with_runs_in_flight_lose_nothing(fresh: LocalCluster) -> None:
+    """Wave A starts under the previous release and ends under the working tree's (which
+    deletes the balloons the previous one made); wave B starts under the working tree's and
+    ends under the previous one, rolled back to."""
     cluster = fresh
     previous = upgrade.previous_source()
     operator = upgrade.install(cluster, previous)
@@ -54,22 +60,32 @@ def test_an_upgrade_and_a_rollback_with_runs_in_flight_lose_nothing(fresh: Local
     with PodRecorder(cluster, ns) as recorder:
         s = Runs(cluster, ns, recorder)
         s.local_pvs_everywhere(per_node=RUNS)
-        seconds = {t: {tr.RUN_SECONDS: TASK_SECONDS} for t in (tr.FETCH, *tr.FAN_OUT, tr.PUBLISH)}
-        runs = [s.start(tr.fan_out_fan_in(tr.unique("up"), task_annotations=seconds))
-                for _ in range(RUNS)]
-        anchors = {run["metadata"]["uid"]: s.anchor(run) for run in runs}  # by the old release
+        anchors: dict[str, str] = {}
+
+        def wave(prefix: str) -> list[dict[str, Any]]:
+            made = [s.start(tr.fan_out_fan_in(tr.unique(prefix), task_annotations=SECONDS))
+                    for _ in range(RUNS // 2)]
+            anchors.update({run["metadata"]["uid"]: s.anchor(run) for run in made})
+            return made
+
+        def finished(runs: list[dict[str, Any]]) -> None:
+            outcomes = [tr.outcome(s.done(run, timeout=300)) for run in runs]
+            assert outcomes == [("True", "Succeeded")] * len(runs)
+            for run in runs:  # deleted by the release that saw the run end
+                s.wait_no_balloon(run, timeout=60)
+
+        a = wave("a")
         operator = upgrade.upgrade(cluster, operator, REPO)
         operator.wait_effective()
+        b = wave("b")
+        finished(a)
         operator = upgrade.rollback(cluster, operator, previous)
         operator.wait_effective()
-        outcomes = [tr.outcome(s.done(run, timeout=300)) for run in runs]
-        assert outcomes == [("True", "Succeeded")] * RUNS
-        for run in runs:
+        finished(b)
+        for run in a + b:
             uid = run["metadata"]["uid"]
             pods = recorder.pods(uid)
             assert {p.node for p in pods} == {anchors[uid]}, [(p.name, p.node) for p in pods]
             balloons = {(b.name, b.node) for b in recorder.balloons(uid)}
             assert len(balloons) == 1, f"{run['metadata']['name']}: balloons {balloons}"
-        for run in runs:  # each balloon deleted by the release that saw its run end
-            s.wait_no_balloon(run, timeout=60)
     operator.stop()
