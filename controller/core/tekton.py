@@ -25,6 +25,7 @@ LABEL_PIPELINE_TASK = "tekton.dev/pipelineTask"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_COMPONENT = "app.kubernetes.io/component"
 AFFINITY_ASSISTANT_COMPONENT = "affinity-assistant"
+LABEL_INSTANCE = "app.kubernetes.io/instance"  # names the assistant a pod must run beside
 
 SPEC_STATUS_PENDING = "PipelineRunPending"
 READ_WRITE_ONCE_POD = "ReadWriteOncePod"
@@ -252,6 +253,19 @@ def task_run_pod_run(labels: Mapping[str, Any]) -> RunRef | None:
         return None
     uid = labels.get(LABEL_PIPELINE_RUN_UID)
     return RunRef(run, uid if isinstance(uid, str) else "")
+
+
+def assistant_required(pod_spec: Mapping[str, Any]) -> str:
+    """The name of the Tekton affinity assistant a pod must run beside, from the required
+    pod-affinity term Tekton adds while its assistant is on; "" if it has none."""
+    affinity = _dict(pod_spec.get("affinity"))
+    terms = _dict(affinity.get("podAffinity")).get("requiredDuringSchedulingIgnoredDuringExecution")
+    for term in terms if isinstance(terms, list) else []:
+        labels = _dict(_dict(_dict(term).get("labelSelector")).get("matchLabels"))
+        if labels.get(LABEL_COMPONENT) == AFFINITY_ASSISTANT_COMPONENT:
+            instance = labels.get(LABEL_INSTANCE)
+            return instance if isinstance(instance, str) else ""
+    return ""
 
 
 def managed_by_value(config_defaults: Mapping[str, Any] | None) -> str:

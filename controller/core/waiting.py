@@ -61,6 +61,9 @@ class Waiting:
     message: str  # the scheduler's, from the PodScheduled condition
     balloon: bool = False
     anchor: str = ""  # the anchor's node, for a task pod
+    # A pod of an anchored run that Tekton pinned to its own affinity assistant instead (made
+    # while coschedule was 'workspaces'): the assistant it requires.
+    assistant: str = ""
 
     @property
     def reason(self) -> str:
@@ -76,6 +79,16 @@ def notice(w: Waiting, now: datetime, grace: float) -> Notice | None:
         return Notice(
             "BalloonUnschedulable",
             f"no node fits the run's anchor (waiting {int(waited)}s): {w.message}",
+        )
+    if w.assistant:
+        # Tekton pins a run's new pods to its assistant while coschedule is 'workspaces', but
+        # makes assistants only for runs that start then: a run already running has none.
+        return Notice(
+            "PodWaitsForTektonAssistant",
+            f"pod {w.pod} requires Tekton's affinity assistant {w.assistant} beside it "
+            f"(waiting {int(waited)}s): {w.message}. Tekton added that requirement while its "
+            f"assistant was on (coschedule: workspaces); for a run that started before, Tekton "
+            f"makes no assistant and the pod cannot start: cancel the run and start it again",
         )
     where = f"node {w.anchor}" if w.anchor else "its anchor's node"
     frees = _FREES.get(w.reason, "what the scheduler names above")

@@ -108,7 +108,10 @@ class PodIndex:
         """Records a TaskRun pod event; returns its run's uid (None: not a pod of ours)."""
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
         run = tekton.task_run_pod_run(meta.get("labels") or {})
-        if run is None or not run.uid or not affinity.balloon_terms(spec):
+        if run is None or not run.uid:
+            return None
+        if not affinity.balloon_terms(spec):
+            self._pinned_elsewhere(run.uid, pod, deleted)
             return None
         pod_uid = str(meta.get("uid") or "")
         with self._lock:
@@ -143,6 +146,26 @@ class PodIndex:
             else:
                 state.waiting.pop(pod_uid, None)
             return run.uid
+
+    def _pinned_elsewhere(self, run_uid: str, pod: Mapping[str, Any], deleted: bool) -> None:
+        """A pod of a run we anchor that Tekton pinned to its own assistant (admission stood
+        aside while it was on): not the run's pod for us, but a waiter to be said."""
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        assistant = tekton.assistant_required(spec)
+        pod_uid = str(meta.get("uid") or "")
+        with self._lock:
+            state = self._runs.get(run_uid)
+            if state is None or not assistant:
+                return
+            waiting, message, since = _unschedulable(pod)
+            if waiting and not deleted and not spec.get("nodeName"):
+                old = state.waiting.get(pod_uid)
+                state.waiting[pod_uid] = Waiting(
+                    str(meta.get("name") or ""), old.since if old else since, message,
+                    assistant=assistant,
+                )
+            else:
+                state.waiting.pop(pod_uid, None)
 
     def room_event(self, pod: Mapping[str, Any], deleted: bool) -> str:
         """Records a reservation pod event; returns its run's uid."""

@@ -10,6 +10,7 @@ On a cluster of its own (the session's runs the working tree's release from the 
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -19,14 +20,16 @@ import pytest
 from controller.core import names
 from e2e.harness import tekton_runs as tr
 from e2e.harness import upgrade
-from e2e.harness.cluster import BinaryNotFound, LocalCluster
-from e2e.harness.coscheduler import REPO
-from e2e.harness.runs import Runs
+from e2e.harness.cluster import BinaryNotFound, ClusterHandle, LocalCluster
+from e2e.harness.cluster import tekton as tekton_cluster
+from e2e.harness.coscheduler import REPO, Coscheduler
+from e2e.harness.runs import Runs, our_terms
 from e2e.harness.tekton_runs import PodRecorder
 
 pytestmark = [pytest.mark.e2e, pytest.mark.upgrade]
 
 RUNS = int(os.environ.get("E2E_UPGRADE_RUNS", "20"))
+ASSISTANT_WAVE = 3  # runs per wave in the assistant's on-and-off
 # Each of fetch, the builds and publish: a run lasts about 40 s, over a swap of operators.
 SECONDS = {t: {tr.RUN_SECONDS: "12"} for t in (tr.FETCH, *tr.FAN_OUT, tr.PUBLISH)}
 
@@ -89,3 +92,49 @@ def test_an_upgrade_and_a_rollback_with_runs_in_flight_lose_nothing(fresh: Local
             balloons = {(b.name, b.node) for b in recorder.balloons(uid)}
             assert len(balloons) == 1, f"{run['metadata']['name']}: balloons {balloons}"
     operator.stop()
+
+
+def test_tekton_s_assistant_switched_on_and_off_with_runs_in_flight_leaves_no_pod_waiting_silently(
+    cluster: ClusterHandle, runs: Runs, coscheduler: Coscheduler
+) -> None:
+    """Wave A under ours, then `coschedule: workspaces` (the operator and admission stand aside)
+    while A is in flight and wave B starts under Tekton's assistant, then `disabled` again while
+    B is in flight and wave C starts under ours. B and C succeed, each run on one node. A's
+    pods made while the assistant was on carry Tekton's requirement of an assistant Tekton
+    makes only for runs that start then: they cannot start, through no doing of ours, and each
+    is said on its run (PodWaitsForTektonAssistant). No pod waits for a balloon of ours."""
+    s = runs
+    s.local_pvs_everywhere(per_node=6)
+
+    def wave(prefix: str) -> list[dict[str, Any]]:
+        return [s.start(tr.fan_out_fan_in(tr.unique(prefix), task_annotations=SECONDS))
+                for _ in range(ASSISTANT_WAVE)]
+
+    def assistant(on: bool) -> None:
+        tekton_cluster.configure(cluster, {"coschedule": "workspaces"} if on else None)
+        cluster.wait_for(
+            lambda: coscheduler.metric("tekton_coscheduler_tekton_affinity_assistant_enabled")
+            == (1 if on else 0), timeout=30, what=f"the operator sees the assistant {on}")
+
+    a = wave("ours-a")
+    for run in a:
+        s.anchor(run)
+    try:
+        assistant(True)
+        b = wave("assistant-b")
+        time.sleep(15)  # A's fetch ends: its builds are made while the assistant is on
+    finally:
+        assistant(False)
+    c = wave("ours-c")
+    for run in b + c:
+        assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded"), run["metadata"]
+        nodes = {p.node for p in s.recorder.pods(run["metadata"]["uid"])}
+        assert len(nodes) == 1, f"{run['metadata']['name']}: pods on {nodes}"
+    for run in a:
+        said = s.said(run, "PodWaitsForTektonAssistant", timeout=60)
+        assert "cancel the run" in said.message
+        ours = [p for p in s.recorder.pods(run["metadata"]["uid"]) if our_terms(p)]
+        assert ours and all(p.node for p in ours), [(p.name, p.node) for p in ours]
+        s.cancel(run)
+    for run in a + c:
+        s.wait_no_balloon(run, timeout=60)

@@ -96,3 +96,18 @@ def test_assistant_detection(flags: dict[str, str] | None, on: bool) -> None:
 ])
 def test_the_managed_by_value_tekton_gives_its_pods(data: Any, expected: str) -> None:
     assert tekton.managed_by_value(data) == expected
+
+
+def test_the_assistant_a_pod_must_run_beside_is_read_from_tekton_s_term() -> None:
+    term = {"labelSelector": {"matchLabels": {
+        "app.kubernetes.io/instance": "affinity-assistant-0123456789",
+        "app.kubernetes.io/component": "affinity-assistant"}},
+        "topologyKey": "kubernetes.io/hostname"}
+    other = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone"}
+    spec = {"affinity": {"podAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [other, term]}}}
+    assert tekton.assistant_required(spec) == "affinity-assistant-0123456789"
+    assert tekton.assistant_required({"affinity": {"podAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [other]}}}) == ""
+    assert tekton.assistant_required({"affinity": "nonsense"}) == ""
+    assert tekton.assistant_required({}) == ""

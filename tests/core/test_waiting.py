@@ -46,3 +46,13 @@ def test_a_balloon_that_waits_too_long_is_a_warning() -> None:
     pod = Waiting("coschedule-x-0", NOW - timedelta(seconds=21), "0/4 nodes are available: 4 Insufficient memory.", balloon=True)
     notice = waiting.notice(pod, NOW, grace=20)
     assert notice is not None and notice.reason == "BalloonUnschedulable" and "21s" in notice.message
+
+
+def test_a_pod_pinned_to_tekton_s_assistant_is_said_with_what_to_do() -> None:
+    pod = Waiting("build-a-pod", NOW - timedelta(seconds=16),
+                  "0/4 nodes are available: 4 node(s) didn't match pod affinity rules.",
+                  assistant="affinity-assistant-0123456789")
+    notice = waiting.notice(pod, NOW, grace=15)
+    assert notice is not None and notice.warning and notice.reason == "PodWaitsForTektonAssistant"
+    assert "affinity-assistant-0123456789" in notice.message and "16s" in notice.message
+    assert "cancel the run" in notice.message

@@ -115,3 +115,35 @@ def test_a_pod_bound_beside_a_new_balloon_whose_event_is_late_is_not_misplaced()
     kube.balloon_pods = [balloon_pod("b2", "n2")]  # what the API server says now
     placement.on_task_pod(task_pod("fetch", "n2"))
     assert [r for r, _ in notifier.said] == ["Anchored"]
+
+
+def assistant_pinned_pod(name: str) -> dict[str, Any]:
+    pod = factories.taskrun_pod(task=name)
+    pod["metadata"]["uid"] = f"uid-{name}"
+    pod["spec"]["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app.kubernetes.io/component": "affinity-assistant",
+                                           "app.kubernetes.io/instance": "affinity-assistant-x"}},
+         "topologyKey": "kubernetes.io/hostname"}]}}
+    pod["status"] = {"phase": "Pending", "conditions": [{
+        "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+        "message": "0/4 nodes are available: 4 node(s) didn't match pod affinity rules.",
+        "lastTransitionTime": "2026-11-24T03:45:03Z"}]}
+    return pod
+
+
+def test_a_pod_of_an_anchored_run_pinned_to_tekton_s_assistant_waits_and_is_known() -> None:
+    index = PodIndex()
+    index.balloon_event(balloon_pod("b1", "n1"), deleted=False)
+    pod = assistant_pinned_pod("build-a")
+    assert index.task_pod_event(pod, deleted=False) is None  # not the run's pod for us
+    [(run, _, _, waiting)] = index.waiting()
+    assert run == RUN and waiting.assistant == "affinity-assistant-x"
+    pod["spec"]["nodeName"] = "n2"
+    index.task_pod_event(pod, deleted=False)
+    assert index.waiting() == []
+
+
+def test_a_pod_pinned_to_tekton_s_assistant_in_a_run_we_do_not_anchor_is_not_ours() -> None:
+    index = PodIndex()
+    assert index.task_pod_event(assistant_pinned_pod("build-a"), deleted=False) is None
+    assert index.waiting() == []
