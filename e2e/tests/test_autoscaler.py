@@ -111,3 +111,31 @@ def test_with_tekton_s_assistant_the_same_run_gets_no_node_and_its_builds_wait_f
     cluster.wait_for(
         lambda: coscheduler.metric("tekton_coscheduler_tekton_affinity_assistant_enabled") == 0,
         timeout=60, what="the operator sees Tekton's assistant off again")
+
+
+def test_with_tekton_s_assistant_a_node_made_for_its_pod_is_too_small_for_the_fan_out(
+    cluster: ClusterHandle, unlabelled: Runs, grown: tuple[Pool, str], coscheduler: Coscheduler
+) -> None:
+    """The small node cordoned: the assistant's pod (50m) is what Karpenter sees first, and it
+    makes the cheapest node that fits it (4 CPUs). The builds are then pinned to that node,
+    where only one fits at a time, and no new node can help them: they take turns. The node
+    goes once the run has ended and Tekton has removed its assistant."""
+    s, (pool, node_pool) = unlabelled, grown
+    faults.cordon(cluster, pool.small)
+    tekton_cluster.configure(cluster, {"coschedule": "workspaces"})
+    try:
+        run = s.start(peak_run("assistant-made", pool))
+        assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded")
+    finally:
+        tekton_cluster.configure(cluster, {"coschedule": "disabled"})
+    pods = s.recorder.pods(run["metadata"]["uid"])
+    made = karpenter.made_nodes(cluster, node_pool)
+    spread = capacity.layer_spread(pods, tr.FAN_OUT)
+    print(f"assistant on a made node: nodes {made}, builds bound within {spread:.1f} s")
+    assert len(made) == 1 and {p.node for p in pods} == set(made)
+    assert spread > TOGETHER
+    cluster.wait_for(lambda: not karpenter.made_nodes(cluster, node_pool), timeout=150,
+                     what="the autoscaler removes the assistant's node once the run has ended")
+    cluster.wait_for(
+        lambda: coscheduler.metric("tekton_coscheduler_tekton_affinity_assistant_enabled") == 0,
+        timeout=60, what="the operator sees Tekton's assistant off again")

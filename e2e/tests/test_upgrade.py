@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 
 from controller.core import names
+from e2e.harness import chart, release, upgrade
 from e2e.harness import tekton_runs as tr
-from e2e.harness import upgrade
-from e2e.harness.cluster import BinaryNotFound, ClusterHandle, LocalCluster
+from e2e.harness.cluster import BinaryNotFound, ClusterHandle, LocalCluster, read_versions
 from e2e.harness.cluster import tekton as tekton_cluster
+from e2e.harness.cluster.versions import pinned
 from e2e.harness.coscheduler import REPO, Coscheduler
 from e2e.harness.runs import Runs, our_terms
 from e2e.harness.tekton_runs import PodRecorder
@@ -29,6 +30,7 @@ from e2e.harness.tekton_runs import PodRecorder
 pytestmark = [pytest.mark.e2e, pytest.mark.upgrade]
 
 RUNS = int(os.environ.get("E2E_UPGRADE_RUNS", "20"))
+TEKTON_BEFORE, TEKTON_AFTER = read_versions()["MATRIX_TEKTON_PIPELINE"].split()[-2:]
 ASSISTANT_WAVE = 3  # runs per wave in the assistant's on-and-off
 # Each of fetch, the builds and publish: a run lasts about 40 s, over a swap of operators.
 SECONDS = {t: {tr.RUN_SECONDS: "12"} for t in (tr.FETCH, *tr.FAN_OUT, tr.PUBLISH)}
@@ -36,10 +38,13 @@ SECONDS = {t: {tr.RUN_SECONDS: "12"} for t in (tr.FETCH, *tr.FAN_OUT, tr.PUBLISH
 
 @pytest.fixture(scope="module")
 def fresh() -> Iterator[LocalCluster]:
+    """A cluster of its own, with the Tekton LTS line before the newest (upgraded in place
+    by the Tekton scenario)."""
     cluster = LocalCluster()
     try:
         cluster.start()
-        cluster.start_tekton()
+        with pinned(TEKTON_PIPELINE_VERSION=TEKTON_BEFORE):
+            cluster.start_tekton()
     except BinaryNotFound as exc:
         cluster.stop()
         pytest.skip(str(exc))
@@ -94,6 +99,36 @@ def test_an_upgrade_and_a_rollback_with_runs_in_flight_lose_nothing(fresh: Local
     operator.stop()
 
 
+@pytest.mark.timeout(600)
+def test_tekton_upgraded_in_place_with_runs_in_flight_loses_nothing(fresh: LocalCluster) -> None:
+    """Tekton's controller, CRDs and config go from the LTS line before the newest to the
+    newest while RUNS runs are in flight under the working tree's release: every run succeeds,
+    every pod on its anchor, no balloon left."""
+    cluster = fresh
+    chart.run_helm(["uninstall", chart.RELEASE, "--namespace", chart.NAMESPACE],
+                   check=False, kubeconfig=cluster.kubeconfig)  # what an earlier scenario left
+    operator = release.deploy(cluster, name="tekton-upgrade")
+    ns = cluster.create_namespace(f"tk-up-{uuid.uuid4().hex[:6]}",
+                                  labels={names.NAMESPACE_LABEL: "true"})
+    with PodRecorder(cluster, ns) as recorder:
+        s = Runs(cluster, ns, recorder)
+        s.local_pvs_everywhere(per_node=RUNS)
+        made = [s.start(tr.fan_out_fan_in(tr.unique("tk"), task_annotations=SECONDS))
+                for _ in range(RUNS // 2)]
+        anchors = {run["metadata"]["uid"]: s.anchor(run) for run in made}
+        cluster.upgrade_tekton(TEKTON_AFTER)
+        outcomes = [tr.outcome(s.done(run, timeout=300)) for run in made]
+        assert outcomes == [("True", "Succeeded")] * len(made)
+        for run in made:
+            pods = recorder.pods(run["metadata"]["uid"])
+            assert {p.node for p in pods} == {anchors[run["metadata"]["uid"]]}
+            s.wait_no_balloon(run, timeout=60)
+    cluster.wait_for(lambda: operator.metric("tekton_coscheduler_version_tested",
+                                             component="tekton", version=TEKTON_AFTER) == 1,
+                     timeout=30, what=f"the operator says Tekton {TEKTON_AFTER}")
+    operator.stop()
+
+
 def test_tekton_s_assistant_switched_on_and_off_with_runs_in_flight_leaves_no_pod_waiting_silently(
     cluster: ClusterHandle, runs: Runs, coscheduler: Coscheduler
 ) -> None:
@@ -115,6 +150,9 @@ def test_tekton_s_assistant_switched_on_and_off_with_runs_in_flight_leaves_no_po
         cluster.wait_for(
             lambda: coscheduler.metric("tekton_coscheduler_tekton_affinity_assistant_enabled")
             == (1 if on else 0), timeout=30, what=f"the operator sees the assistant {on}")
+        # Admission follows within about a second (policy mode: the bindings go and come back).
+        cluster.wait_for(lambda: s.pinned_now(a[0]) is not on, timeout=30,
+                         what=f"admission {'stands aside' if on else 'is back'}")
 
     a = wave("ours-a")
     for run in a:

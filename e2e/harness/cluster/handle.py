@@ -15,7 +15,7 @@ from kubernetes.client.exceptions import ApiException
 from . import cert_manager, crds, karpenter, tekton
 from .api import ClusterApi
 from .processes import ManagedProcess, free_port, http_ok, tail, wait_until
-from .versions import find_binary
+from .versions import find_binary, pinned
 
 T = TypeVar("T")
 
@@ -129,6 +129,20 @@ class ClusterHandle(ClusterApi):
         proc.start()
         tekton.wait_ready(self, proc, probes_port)
         self._tekton_ready = True
+
+    def upgrade_tekton(self, version: str) -> None:
+        """Tekton upgraded in place to `version` (built by e2e/build.sh with that pin): its
+        controller stopped, the CRDs and ConfigMaps of `version` applied (feature flags back to
+        the suite's default), that version's controller started. Runs in flight carry on."""
+        old = next(p for p in self.processes if p.name == "tekton-controller")
+        with pinned(TEKTON_PIPELINE_VERSION=version):
+            proc, probes_port = tekton.controller_process(self, self.logs_dir)  # binary first
+            old.stop()
+            self.processes.remove(old)
+            tekton.install(self, None)
+            self.processes.append(proc)
+            proc.start()
+            tekton.wait_ready(self, proc, probes_port)
 
     def start_cert_manager(self) -> None:
         """cert-manager's CRDs, controller and cainjector; idempotent. Readiness is left to the

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +24,22 @@ def read_versions(path: Path = VERSIONS_FILE) -> dict[str, str]:
             key = key.strip()
             out[key] = os.environ.get(f"E2E_{key}") or value.strip().strip("'\"")
     return out
+
+
+@contextlib.contextmanager
+def pinned(**overrides: str) -> Iterator[None]:
+    """Within the block, read_versions() (and so find_binary) see these pins (E2E_<KEY>), as a
+    run of `make e2e-matrix` would; the environment is restored after."""
+    saved = {key: os.environ.get(f"E2E_{key}") for key in overrides}
+    os.environ.update({f"E2E_{key}": value for key, value in overrides.items()})
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(f"E2E_{key}", None)
+            else:
+                os.environ[f"E2E_{key}"] = value
 
 
 def cache_dir() -> Path:
