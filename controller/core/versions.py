@@ -39,16 +39,25 @@ def _lines(tested: tuple[tuple[int, int], ...], prefix: str = "") -> str:
     return ", ".join(f"{prefix}{major}.{minor}" for major, minor in tested)
 
 
-def kubernetes(text: str | None) -> Verdict:
-    found = release(text)
-    shown = (text or "").strip()
+def _known(component: str, name: str, text: str | None,
+           tested: tuple[tuple[int, int], ...], prefix: str, missing: str
+           ) -> tuple[Verdict | None, tuple[int, int], str]:
+    """The verdict when the release is unreadable or tested; else None, the release, as shown."""
+    found, shown = release(text), (text or "").strip()
     if found is None:
-        return Verdict("kubernetes", shown, False,
-                       f"Kubernetes version unknown ({shown or 'not reported'}); tested on "
-                       f"{_lines(TESTED_KUBERNETES)}")
-    if found in TESTED_KUBERNETES:
-        return Verdict("kubernetes", shown, True,
-                       f"Kubernetes {shown}: tested ({_lines(TESTED_KUBERNETES)})")
+        return Verdict(component, shown, False, f"{name} version unknown ({shown or missing}); "
+                       f"tested on {_lines(tested, prefix)}"), (0, 0), shown
+    if found in tested:
+        return Verdict(component, shown, True,
+                       f"{name} {shown}: tested ({_lines(tested, prefix)})"), found, shown
+    return None, found, shown
+
+
+def kubernetes(text: str | None) -> Verdict:
+    said, found, shown = _known("kubernetes", "Kubernetes", text, TESTED_KUBERNETES, "",
+                                "not reported")
+    if said is not None:
+        return said
     if found < KUBERNETES_FLOOR:
         return Verdict("kubernetes", shown, False,
                        f"Kubernetes {shown} is older than {_lines((KUBERNETES_FLOOR,))}, the "
@@ -61,15 +70,10 @@ def kubernetes(text: str | None) -> Verdict:
 
 
 def tekton(text: str | None) -> Verdict:
-    found = release(text)
-    shown = (text or "").strip()
-    if found is None:
-        return Verdict("tekton", shown, False,
-                       f"Tekton Pipelines version unknown ({shown or 'no pipelines-info'}); "
-                       f"tested on {_lines(TESTED_TEKTON, 'v')}")
-    if found in TESTED_TEKTON:
-        return Verdict("tekton", shown, True,
-                       f"Tekton Pipelines {shown}: tested ({_lines(TESTED_TEKTON, 'v')})")
+    said, found, shown = _known("tekton", "Tekton Pipelines", text, TESTED_TEKTON, "v",
+                                "no pipelines-info")
+    if said is not None:
+        return said
     if TESTED_TEKTON[0] < found < TESTED_TEKTON[-1]:
         where = "between the tested LTS lines"
     else:
