@@ -47,7 +47,8 @@ for arg in "$@"; do
     *) echo "unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
-[ ${#COMPONENTS[@]} -gt 0 ] || COMPONENTS=(etcd kubernetes kwok tekton helm certmanager karpenter)
+ALL=0
+[ ${#COMPONENTS[@]} -gt 0 ] || { ALL=1; COMPONENTS=(etcd kubernetes kwok tekton helm certmanager karpenter); }
 
 START_ALL=$(date +%s)
 log() { printf '[%s +%4ss] %s\n' "$(date +%H:%M:%S)" "$(($(date +%s) - START_ALL))" "$*"; }
@@ -357,4 +358,9 @@ build() { # comp
 for comp in "${COMPONENTS[@]}"; do
   already_there "$comp" || build "$comp"
 done
+# The upgrade scenarios (pytest -m upgrade) start from an older Tekton: part of "all".
+if [ $ALL = 1 ] && [ "$TEKTON_UPGRADE_FROM" != "$TEKTON_PIPELINE_VERSION" ]; then
+  TEKTON_PIPELINE_VERSION=$TEKTON_UPGRADE_FROM
+  already_there tekton || build tekton
+fi
 log "done in $(($(date +%s) - START_ALL))s; binaries under $BIN_ROOT"

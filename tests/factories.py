@@ -7,6 +7,12 @@ import uuid
 from typing import Any
 
 RUN_UID = "6f1d0c2a-3b4e-4f5a-8b9c-0d1e2f3a4b5c"
+# The required pod-affinity term Tekton gives a TaskRun pod while its own assistant is on.
+TEKTON_ASSISTANT_TERM = {
+    "labelSelector": {"matchLabels": {"app.kubernetes.io/instance": "affinity-assistant-0123456789",
+                                      "app.kubernetes.io/component": "affinity-assistant"}},
+    "topologyKey": "kubernetes.io/hostname",
+}
 
 
 def pipelinerun(

@@ -27,6 +27,7 @@ class Outcome(enum.StrEnum):
     NAMESPACE_DISABLED = "namespace-disabled"
     OPTED_OUT = "opted-out"
     TEKTON_ASSISTANT_ON = "tekton-assistant-on"
+    TEKTON_ASSISTANT_PINNED = "tekton-assistant-pinned"
     NOT_SYNCED = "not-synced"
     INVALID_LABELS = "invalid-labels"
     INVALID_OBJECT = "invalid-object"
@@ -102,6 +103,11 @@ def decide(request: Mapping[str, Any], facts: Facts) -> Decision:
     annotations = _mapping(meta.get("annotations"))
     if affinity.carries_our_term(spec):
         return Decision(Outcome.ALREADY, run=run)
+    if tekton.pinned_to_assistant(spec):
+        # Tekton pinned it to its own assistant (its TaskRun was made while coschedule was on).
+        # The scheduler wants ONE pod matching all of a pod's required affinity terms, and no
+        # pod is both that assistant and our balloon: a second term would keep it pending.
+        return Decision(Outcome.TEKTON_ASSISTANT_PINNED, run=run)
     if not facts.synced:
         return Decision(Outcome.NOT_SYNCED, run=run)
     if not isinstance(namespace, str) or not facts.namespace_enabled(namespace):

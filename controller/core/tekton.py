@@ -255,16 +255,27 @@ def task_run_pod_run(labels: Mapping[str, Any]) -> RunRef | None:
     return RunRef(run, uid if isinstance(uid, str) else "")
 
 
-def assistant_required(pod_spec: Mapping[str, Any]) -> str:
-    """The name of the Tekton affinity assistant a pod must run beside, from the required
-    pod-affinity term Tekton adds while its assistant is on; "" if it has none."""
+def _assistant_selectors(pod_spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The matchLabels of the required pod-affinity terms that select a Tekton assistant: the
+    term Tekton adds while its assistant is on."""
     affinity = _dict(pod_spec.get("affinity"))
     terms = _dict(affinity.get("podAffinity")).get("requiredDuringSchedulingIgnoredDuringExecution")
-    for term in terms if isinstance(terms, list) else []:
-        labels = _dict(_dict(_dict(term).get("labelSelector")).get("matchLabels"))
-        if labels.get(LABEL_COMPONENT) == AFFINITY_ASSISTANT_COMPONENT:
-            instance = labels.get(LABEL_INSTANCE)
-            return instance if isinstance(instance, str) else ""
+    selectors = [_dict(_dict(_dict(t).get("labelSelector")).get("matchLabels"))
+                 for t in (terms if isinstance(terms, list) else [])]
+    return [s for s in selectors if s.get(LABEL_COMPONENT) == AFFINITY_ASSISTANT_COMPONENT]
+
+
+def pinned_to_assistant(pod_spec: Mapping[str, Any]) -> bool:
+    """Does the pod require a Tekton affinity assistant beside it? (As the chart's policy's
+    `not-pinned-to-tekton-s-assistant` matchCondition asks.)"""
+    return bool(_assistant_selectors(pod_spec))
+
+
+def assistant_required(pod_spec: Mapping[str, Any]) -> str:
+    """The name of the Tekton affinity assistant a pod must run beside; "" if none."""
+    for labels in _assistant_selectors(pod_spec):
+        instance = labels.get(LABEL_INSTANCE)
+        return instance if isinstance(instance, str) else ""
     return ""
 
 

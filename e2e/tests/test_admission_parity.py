@@ -130,6 +130,8 @@ def _cases() -> dict[str, dict[str, Any]]:
         "Tekton's assistant pod": _with_labels(
             _pod(), {"app.kubernetes.io/component": "affinity-assistant"}),
         "a balloon pod": _with_labels(_pod(), {names.LABEL_MANAGED_BY: names.APP}),
+        "pinned to Tekton's assistant": _pod(
+            affinity={"podAffinity": {REQ: [USER_TERM, factories.TEKTON_ASSISTANT_TERM]}}),
         "run name at 63 chars": _with_labels(_pod(run_uid=None), {RUN: "r" * 63}),
     }
     plain = _pod()

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from controller.core import names
+from controller.core import names, tekton
 from e2e.harness import chart, release, upgrade
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import BinaryNotFound, ClusterHandle, LocalCluster, read_versions
@@ -30,7 +30,8 @@ from e2e.harness.tekton_runs import PodRecorder
 pytestmark = [pytest.mark.e2e, pytest.mark.upgrade]
 
 RUNS = int(os.environ.get("E2E_UPGRADE_RUNS", "20"))
-TEKTON_BEFORE, TEKTON_AFTER = read_versions()["MATRIX_TEKTON_PIPELINE"].split()[-2:]
+TEKTON_BEFORE, TEKTON_AFTER = (read_versions()[key]
+                                for key in ("TEKTON_UPGRADE_FROM", "TEKTON_PIPELINE_VERSION"))
 ASSISTANT_WAVE = 3  # runs per wave in the assistant's on-and-off
 # Each of fetch, the builds and publish: a run lasts about 40 s, over a swap of operators.
 SECONDS = {t: {tr.RUN_SECONDS: "12"} for t in (tr.FETCH, *tr.FAN_OUT, tr.PUBLISH)}
@@ -137,7 +138,8 @@ def test_tekton_s_assistant_switched_on_and_off_with_runs_in_flight_leaves_no_po
     B is in flight and wave C starts under ours. B and C succeed, each run on one node. A's
     pods made while the assistant was on carry Tekton's requirement of an assistant Tekton
     makes only for runs that start then: they cannot start, through no doing of ours, and each
-    is said on its run (PodWaitsForTektonAssistant). No pod waits for a balloon of ours."""
+    is said on its run (PodWaitsForTektonAssistant). No pod waits for a balloon of ours, and
+    none carries both Tekton's term and ours."""
     s = runs
     s.local_pvs_everywhere(per_node=6)
 
@@ -168,6 +170,10 @@ def test_tekton_s_assistant_switched_on_and_off_with_runs_in_flight_leaves_no_po
         assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded"), run["metadata"]
         nodes = {p.node for p in s.recorder.pods(run["metadata"]["uid"])}
         assert len(nodes) == 1, f"{run['metadata']['name']}: pods on {nodes}"
+    # Pods made as the switch went either way carry Tekton's term: admission left them alone
+    # (with ours too, no single pod would match both terms and they would never start).
+    both = [p.name for p in s.recorder.all() if our_terms(p) and tekton.pinned_to_assistant(p.spec)]
+    assert not both, both
     for run in a:
         said = s.said(run, "PodWaitsForTektonAssistant", timeout=60)
         assert "cancel the run" in said.message

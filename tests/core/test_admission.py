@@ -49,9 +49,14 @@ def test_topology_key_comes_from_the_namespace_policy(facts: StaticFacts) -> Non
         (lambda p, f: p["metadata"]["labels"].update({"app.kubernetes.io/component": "affinity-assistant"}),
          Outcome.NOT_TASKRUN_POD),
         (lambda p, f: p["metadata"]["labels"].update({names.LABEL_MANAGED_BY: names.APP}), Outcome.NOT_TASKRUN_POD),
+        # The scheduler wants one pod that matches every required term; no pod is both
+        # Tekton's assistant and our balloon, so a second term would keep the pod pending.
+        (lambda p, f: p["spec"].update(affinity={"podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [factories.TEKTON_ASSISTANT_TERM]}}),
+         Outcome.TEKTON_ASSISTANT_PINNED),
     ],
     ids=["other-namespace", "opted-out", "tekton-assistant", "not-synced", "standalone-or-other",
-         "no-labels", "affinity-assistant-pod", "balloon-pod"],
+         "no-labels", "affinity-assistant-pod", "balloon-pod", "pinned-to-tekton-s-assistant"],
 )
 def test_pods_left_alone(mutate: Any, outcome: Outcome, facts: StaticFacts) -> None:
     pod = factories.taskrun_pod()

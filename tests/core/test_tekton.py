@@ -99,10 +99,7 @@ def test_the_managed_by_value_tekton_gives_its_pods(data: Any, expected: str) ->
 
 
 def test_the_assistant_a_pod_must_run_beside_is_read_from_tekton_s_term() -> None:
-    term = {"labelSelector": {"matchLabels": {
-        "app.kubernetes.io/instance": "affinity-assistant-0123456789",
-        "app.kubernetes.io/component": "affinity-assistant"}},
-        "topologyKey": "kubernetes.io/hostname"}
+    term = factories.TEKTON_ASSISTANT_TERM
     other = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone"}
     spec = {"affinity": {"podAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": [other, term]}}}

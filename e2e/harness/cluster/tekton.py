@@ -21,6 +21,10 @@ NAMESPACE = "tekton-pipelines"
 FEATURE_FLAGS = "feature-flags"
 # Tekton's own affinity assistant would fight ours; tests opt in explicitly.
 DEFAULT_FEATURE_FLAGS = {"coschedule": "disabled"}
+# The coschedule values under which Tekton makes assistants, and the annotation it then puts on
+# each TaskRun of a run with a claim workspace (pkg/workspace/affinity_assistant_names.go).
+ASSISTANT_MODES = ("workspaces", "pipelineruns", "isolate-pipelinerun")
+ASSISTANT_ANNOTATION = "pipeline.tekton.dev/affinity-assistant"
 MODULE = "github.com/tektoncd/pipeline"
 FAKE_IMAGE = "registry.invalid/tekton-coscheduler-e2e/{}:never-pulled"
 IMAGE_FLAGS = (
@@ -96,11 +100,84 @@ def deployed_in_cluster(cluster: ClusterApi) -> bool:
 
 
 def configure(cluster: ClusterApi, feature_flags: Mapping[str, str] | None) -> None:
-    """(Re)writes Tekton's ConfigMaps; the running controller picks the change up by watch."""
+    """(Re)writes Tekton's ConfigMaps and returns once the running controller acts on them."""
+    write_config(cluster, feature_flags)
+    followed(cluster, feature_flags)
+
+
+def write_config(cluster: ClusterApi, feature_flags: Mapping[str, str] | None) -> None:
+    """(Re)writes Tekton's ConfigMaps; a running controller picks the change up by watch."""
     with cluster.api_client() as api:
         core = client.CoreV1Api(api)
         for cm in config_maps(feature_flags):
             _create_or_replace_cm(core, cm)
+
+
+def followed(
+    cluster: ClusterApi, feature_flags: Mapping[str, str] | None, timeout: float = 60
+) -> None:
+    """Waits until Tekton's controller reads coschedule as written. The ConfigMap reaches it by
+    watch, late on a busy machine, and a run it starts meanwhile under the old value is one its
+    assistant never follows: started without an assistant, its later pods pinned to one
+    nobody makes. Each try is a probe PipelineRun in Tekton's namespace (no coscheduling
+    there): its first TaskRun carries Tekton's assistant annotation if and only if the
+    controller reads its assistant as on."""
+    flags = {**DEFAULT_FEATURE_FLAGS, **(feature_flags or {})}
+    want = flags["coschedule"] in ASSISTANT_MODES
+    with cluster.api_client() as api:
+        crs = client.CustomObjectsApi(api)
+
+        def probe() -> bool:
+            name = f"config-probe-{uuid.uuid4().hex[:6]}"
+            crs.create_namespaced_custom_object(
+                "tekton.dev", "v1", NAMESPACE, "pipelineruns", _probe_run(name)
+            )
+            try:
+                first = cluster.wait_for(
+                    lambda: _task_runs(crs, name), timeout=30, what=f"TaskRun of {name}"
+                )
+            finally:
+                crs.delete_namespaced_custom_object(
+                    "tekton.dev", "v1", NAMESPACE, "pipelineruns", name
+                )
+            annotations = first[0]["metadata"].get("annotations") or {}
+            return (ASSISTANT_ANNOTATION in annotations) == want
+
+        cluster.wait_for(
+            probe, timeout=timeout, interval=0.2,
+            what=f"Tekton's controller to read coschedule: {flags['coschedule']}",
+        )
+
+
+def _task_runs(crs: client.CustomObjectsApi, run: str) -> list[dict[str, Any]]:
+    found: Any = crs.list_namespaced_custom_object(
+        "tekton.dev", "v1", NAMESPACE, "taskruns", label_selector=f"tekton.dev/pipelineRun={run}"
+    )
+    return list(found.get("items") or [])
+
+
+def _probe_run(name: str) -> dict[str, Any]:
+    """One task with a workspace on a claim Tekton makes from a template: what the assistant
+    is for."""
+    step = {"name": "noop", "image": "busybox", "script": "true"}
+    claim = {"spec": {"accessModes": ["ReadWriteOnce"],
+                      "resources": {"requests": {"storage": "1Mi"}}}}
+    return {
+        "apiVersion": "tekton.dev/v1",
+        "kind": "PipelineRun",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "pipelineSpec": {
+                "workspaces": [{"name": "ws"}],
+                "tasks": [{
+                    "name": "probe",
+                    "workspaces": [{"name": "ws", "workspace": "ws"}],
+                    "taskSpec": {"workspaces": [{"name": "ws"}], "steps": [step]},
+                }],
+            },
+            "workspaces": [{"name": "ws", "volumeClaimTemplate": claim}],
+        },
+    }
 
 
 def install(cluster: ClusterApi, feature_flags: Mapping[str, str] | None) -> None:
@@ -112,7 +189,7 @@ def install(cluster: ClusterApi, feature_flags: Mapping[str, str] | None) -> Non
         except ApiException as e:
             if e.status != 409:
                 raise
-    configure(cluster, feature_flags)
+    write_config(cluster, feature_flags)  # the controller starts after
 
 
 def controller_process(cluster: ClusterApi, logs_dir: Path) -> tuple[ManagedProcess, int]:
