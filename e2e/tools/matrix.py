@@ -15,7 +15,8 @@ of that Kubernetes with that Tekton (e2e/build.sh builds them first; E2E_<KEY> p
 
 Admission modes per cell: the chart's `auto` takes policy mode where v1 is served (1.36+) and
 the webhook elsewhere; the parity cases then compare policy and webhook. Prints a table, writes
-build/e2e-matrix.json and each cell's JUnit XML under build/e2e-matrix/. Last line:
+build/e2e-matrix.json, the table as Markdown (build/e2e-matrix.md, for the README) and each
+cell's JUnit XML under build/e2e-matrix/. Last line:
 `matrix: N/M cells green (Kubernetes ... x Tekton ...)`.
 """
 
@@ -124,6 +125,20 @@ def read_junit(cell: Cell, xml: Path) -> None:
     cell.modes = f"{policy} + webhook" if parity_ran else "webhook"
 
 
+def markdown(cells: list[Cell], wall: float) -> str:
+    """The table as the README's Compatibility section shows it."""
+    rows = ["| Kubernetes | Tekton | admission modes | result | passed / failed / skipped "
+            "| minutes |", "| --- | --- | --- | --- | --- | --- |"]
+    for c in cells:
+        kube = c.kubernetes + (" (MutatingAdmissionPolicy v1beta1 on)" if c.beta_policy else "")
+        rows.append(f"| {kube} | {c.tekton} | {c.modes} | {'pass' if c.green else 'FAIL'} | "
+                    f"{c.passed} / {c.failed} / {c.skipped} | {c.seconds / 60:.1f} |")
+    green = sum(c.green for c in cells)
+    rows.append(f"\n{datetime.date.today().isoformat()}: {green}/{len(cells)} cells green, "
+                f"{wall / 60:.0f} minutes.")
+    return "\n".join(rows) + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m e2e.tools.matrix", description=__doc__)
     parser.add_argument("--plan", choices=["full", "reduced"], default="full")
@@ -149,6 +164,7 @@ def main() -> int:
               f"{f'{c.passed}/{c.failed}/{c.skipped}':>22} {c.seconds / 60:8.1f}")
         for failure in c.failures:
             print(f"    failed: {failure}")
+    (args.out / "e2e-matrix.md").write_text(markdown(cells, wall))
     (args.out / "e2e-matrix.json").write_text(json.dumps({
         "date": datetime.date.today().isoformat(), "plan": args.plan,
         "wall_seconds": round(wall), "cells": [asdict(c) | {"green": c.green} for c in cells],

@@ -22,6 +22,8 @@ class ClusterApi:
 
     def __init__(self) -> None:
         self.kubeconfig: Path = Path()
+        # Tekton's controller runs and reads its ConfigMaps (set by the handle's start_tekton).
+        self.tekton_running = False
 
     def api_client(self) -> client.ApiClient:
         """A new client authenticated as cluster admin; close it (or use `with`) when done."""

@@ -42,7 +42,6 @@ class ClusterHandle(ClusterApi):
         self.processes: list[ManagedProcess] = []
         self._node_counters: dict[str, Iterator[int]] = {}
         self._kwok_started = False
-        self._tekton_ready = False
         self._cert_manager_started = False
         self._karpenter: ManagedProcess | None = None
 
@@ -56,7 +55,7 @@ class ClusterHandle(ClusterApi):
             proc.stop()
         self.processes.clear()
         self._kwok_started = False
-        self._tekton_ready = False
+        self.tekton_running = False
         self._cert_manager_started = False
         self._karpenter = None
 
@@ -119,16 +118,16 @@ class ClusterHandle(ClusterApi):
 
         A Tekton already deployed in the cluster is only reconfigured; otherwise its CRDs and
         ConfigMaps come from the Go module cache and the controller runs here as a process."""
-        if self._tekton_ready or tekton.deployed_in_cluster(self):
+        if self.tekton_running or tekton.deployed_in_cluster(self):
             tekton.configure(self, feature_flags)
-            self._tekton_ready = True
+            self.tekton_running = True
             return
         proc, probes_port = tekton.controller_process(self, self.logs_dir)  # binary found first
         tekton.install(self, feature_flags)
         self.processes.append(proc)
         proc.start()
         tekton.wait_ready(self, proc, probes_port)
-        self._tekton_ready = True
+        self.tekton_running = True
 
     def upgrade_tekton(self, version: str) -> None:
         """Tekton upgraded in place to `version` (built by e2e/build.sh with that pin): its

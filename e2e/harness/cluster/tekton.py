@@ -100,9 +100,10 @@ def deployed_in_cluster(cluster: ClusterApi) -> bool:
 
 
 def configure(cluster: ClusterApi, feature_flags: Mapping[str, str] | None) -> None:
-    """(Re)writes Tekton's ConfigMaps and returns once the running controller acts on them."""
+    """(Re)writes Tekton's ConfigMaps and returns once a running controller acts on them."""
     write_config(cluster, feature_flags)
-    followed(cluster, feature_flags)
+    if cluster.tekton_running:
+        followed(cluster, feature_flags)
 
 
 def write_config(cluster: ClusterApi, feature_flags: Mapping[str, str] | None) -> None:
