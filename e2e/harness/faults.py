@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from kubernetes import client
@@ -48,13 +49,20 @@ def lose(cluster: ClusterApi, node: str) -> None:
     must stop: a marker the kwok heartbeat stages exclude (cluster/stages), then the node's
     Lease taken from kwok (it renews only a Lease it holds). NotReady follows within the
     controller-manager's grace period. (Removing kwok's own annotation does not do it: kwok
-    keeps renewing what it already manages.)"""
+    keeps renewing what it already manages.)
+
+    The taking is itself a last renewal, as a dying kubelet's last heartbeat: from Kubernetes
+    1.37 the node controller re-reads a Lease it finds expired and, if the live one differs from
+    the last renewal it saw, waits for its cache to catch up first; a write that left renewTime
+    as it was would keep it waiting for good, and the node would never turn NotReady."""
+    renewed = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     with cluster.api_client() as api:
         client.CoreV1Api(api).patch_node(node, {"metadata": {"annotations": {PARTITIONED: "true"}}})
         time.sleep(1)  # kwok, still holding the Lease, processes the marker first
         client.CoordinationV1Api(api).patch_namespaced_lease(
             node, "kube-node-lease",
-            {"spec": {"holderIdentity": "e2e-partition", "leaseDurationSeconds": 3600}},
+            {"spec": {"holderIdentity": "e2e-partition", "leaseDurationSeconds": 3600,
+                      "renewTime": renewed}},
         )
 
 

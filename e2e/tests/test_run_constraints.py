@@ -83,8 +83,10 @@ def test_two_runs_on_one_read_write_once_claim_share_a_node(runs: Runs, pool: Po
     first = s.start(tr.pipelinerun(tr.unique("one"), [tr.task("work")],
                                    {tr.SHARED: tr.claim("shared")},
                                    pod_template={"nodeSelector": dict(pool.label)},
-                                   annotations={tr.RUN_SECONDS: "15"}))
+                                   annotations={tr.RUN_SECONDS: "25"}))
     node = s.anchor(first)
+    # Its pod bound first: a run with no pod on its anchor yet may move off a cordoned node.
+    s.recorder.wait_pods(first["metadata"]["uid"], ["work"])
     faults.cordon(s.cluster, node)  # the scheduler alone would now put a second run elsewhere...
     try:
         second = s.start(tr.pipelinerun(tr.unique("two"), [tr.task("work")],
