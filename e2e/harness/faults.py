@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client
@@ -55,7 +55,7 @@ def lose(cluster: ClusterApi, node: str) -> None:
     1.37 the node controller re-reads a Lease it finds expired and, if the live one differs from
     the last renewal it saw, waits for its cache to catch up first; a write that left renewTime
     as it was would keep it waiting for good, and the node would never turn NotReady."""
-    renewed = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    renewed = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     with cluster.api_client() as api:
         client.CoreV1Api(api).patch_node(node, {"metadata": {"annotations": {PARTITIONED: "true"}}})
         time.sleep(1)  # kwok, still holding the Lease, processes the marker first

@@ -41,13 +41,20 @@ class Pair:
         return self.create(pod, self.policy_ns), self.create(pod, self.webhook_ns)
 
     def assert_same(self, pod: dict[str, Any]) -> dict[str, Any] | None:
-        (p_status, p_pod), (w_status, w_pod) = self.both(pod)
-        assert p_status == w_status, (p_status, w_status, p_pod, w_pod)
-        if p_status != 201:
-            return None
-        assert isinstance(p_pod, dict) and isinstance(w_pod, dict)
-        assert _comparable(p_pod) == _comparable(w_pod)
-        return p_pod
+        return assert_alike(*self.both(pod))
+
+
+def assert_alike(
+    policy: tuple[int, dict[str, Any] | str], webhook: tuple[int, dict[str, Any] | str]
+) -> dict[str, Any] | None:
+    """The same answer from both modes: the same status, and the same pod if it was taken."""
+    (p_status, p_pod), (w_status, w_pod) = policy, webhook
+    assert p_status == w_status, (p_status, w_status, p_pod, w_pod)
+    if p_status != 201:
+        return None
+    assert isinstance(p_pod, dict) and isinstance(w_pod, dict)
+    assert _comparable(p_pod) == _comparable(w_pod)
+    return p_pod
 
 
 TOKEN_VOLUME = "kube-api-access-"

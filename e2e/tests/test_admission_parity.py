@@ -1,10 +1,13 @@
-"""Policy mode and webhook mode give identical pods, on the real API server.
+"""The decision table in every admission mode the API server serves, and policy mode and
+webhook mode giving identical pods where both run.
 
-The session's chart runs in policy mode (the API server serves MutatingAdmissionPolicy): its
-policy, bound by the operator, mutates the namespaces carrying the opt-in label. A second
+Where the session's chart runs in policy mode (the API server serves MutatingAdmissionPolicy),
+its policy, bound by the operator, mutates the namespaces carrying the opt-in label, and a second
 replica, webhook only, answers a webhook configuration that selects namespaces by another label.
 Each case creates the same pod (dry run: admission runs, nothing is stored) in a namespace of
-each kind and requires the same answer: the same status, and the same resulting pod.
+each kind and requires the answer the table gives, and the same answer from both: the same
+status, and the same resulting pod. Where the chart runs the webhook (no policy API served), the
+table is held against the webhook alone.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -22,7 +26,7 @@ from controller.core import affinity, names
 from e2e.harness import chart
 from e2e.harness.cluster import ClusterHandle
 from e2e.harness.coscheduler import Coscheduler
-from e2e.harness.parity import Pair, terms
+from e2e.harness.parity import Pair, assert_alike, terms
 from tests import factories
 from tests.fuzz import reviews
 
@@ -82,6 +86,35 @@ def parity(cluster: ClusterHandle, coscheduler: Coscheduler) -> Iterator[Pair]:
         webhook.stop()
 
 
+@dataclass(frozen=True)
+class Modes:
+    """The admission modes this API server serves, each with a namespace it mutates."""
+
+    pair: Pair  # makes the dry-run pods, in any namespace
+    namespaces: dict[str, str]  # mode -> namespace
+
+    def create(self, pod: dict[str, Any]) -> dict[str, tuple[int, Any]]:
+        return {mode: self.pair.create(pod, ns) for mode, ns in self.namespaces.items()}
+
+
+@pytest.fixture(scope="module")
+def modes(request: pytest.FixtureRequest, cluster: ClusterHandle, coscheduler: Coscheduler) -> Modes:
+    if coscheduler.env()["COSCHEDULER_ADMISSION_MODE"] == "policy":
+        pair: Pair = request.getfixturevalue("parity")
+        return Modes(pair, {"policy": pair.policy_ns, "webhook": pair.webhook_ns})
+    # The webhook only: the session's chart runs it, for the namespaces with the opt-in label.
+    ns = cluster.create_namespace(f"par-o-{uuid.uuid4().hex[:6]}",
+                                  labels={names.NAMESPACE_LABEL: "true"})
+    pair = Pair(cluster, ns, ns)
+
+    def pinned() -> bool:
+        status, made = pair.create(factories.taskrun_pod(), ns)
+        return status == 201 and isinstance(made, dict) and bool(terms(made))
+
+    cluster.wait_for(pinned, timeout=30, what="the session's webhook in effect")
+    return Modes(pair, {"webhook": ns})
+
+
 def _pod(**kw: Any) -> dict[str, Any]:
     return factories.taskrun_pod(**kw)
 
@@ -97,55 +130,76 @@ def _with_labels(pod: dict[str, Any], changes: dict[str, str | None]) -> dict[st
     return pod
 
 
-def _cases() -> dict[str, dict[str, Any]]:
+# What admission does with a case's pod: adds our balloon term, leaves it as it came, or the
+# API server refuses the pod whatever admission does (a label value over 63 characters).
+PINS, LEAVES, REFUSED = "pins", "leaves", "refused"
+
+
+def _cases() -> dict[str, tuple[dict[str, Any], str]]:
     uid_63 = "u" * 63
     cases = {
-        "plain TaskRun pod": _pod(),
-        "existing nodeAffinity": _pod(affinity={"nodeAffinity": NODE_AFFINITY}),
-        "affinity is {}": _pod(affinity={}),
-        "podAffinity is {}": _pod(affinity={"podAffinity": {}}),
-        "required list is []": _pod(affinity={"podAffinity": {REQ: []}}),
-        "preferred terms only": _pod(affinity={"podAffinity": {
+        "plain TaskRun pod": (_pod(), PINS),
+        "existing nodeAffinity": (_pod(affinity={"nodeAffinity": NODE_AFFINITY}), PINS),
+        "affinity is {}": (_pod(affinity={}), PINS),
+        "podAffinity is {}": (_pod(affinity={"podAffinity": {}}), PINS),
+        "required list is []": (_pod(affinity={"podAffinity": {REQ: []}}), PINS),
+        "preferred terms only": (_pod(affinity={"podAffinity": {
             "preferredDuringSchedulingIgnoredDuringExecution": [
-                {"weight": 5, "podAffinityTerm": USER_TERM}]}}),
-        "a user's required term": _pod(affinity={"podAffinity": {REQ: [USER_TERM]}}),
-        "anti-affinity kept": _pod(affinity={"podAntiAffinity": {REQ: [USER_TERM]}}),
-        "already carries a balloon term": _pod(
-            affinity={"podAffinity": {REQ: [USER_TERM, OUR_OTHER_TERM]}}),
-        "opted out ' FALSE '": _pod(annotations={names.OPT_OUT_ANNOTATION: " FALSE "}),
-        "opted out with odd whitespace": _pod(
-            annotations={names.OPT_OUT_ANNOTATION: "\x1cfalse\u3000"}),
-        "'fal\u017fe' (long s) is not 'false'": _pod(annotations={names.OPT_OUT_ANNOTATION: "fal\u017fe"}),
-        "annotation 'true'": _pod(annotations={names.OPT_OUT_ANNOTATION: "true"}),
-        "no annotations at all": _pod(annotations={}),
-        "uid label of 63 chars": _pod(run_uid=uid_63),
-        "no uid label: by run name": _pod(run_uid=None),
-        "uid label empty: by run name": _with_labels(_pod(), {UID: ""}),
-        "uid label of 64 chars (refused by the API server either way)": _pod(run_uid="u" * 64),
-        "neither label usable (refused either way)": _with_labels(
-            _pod(run_uid="u" * 64), {RUN: "r" * 64}),
-        "empty taskRun label": _with_labels(_pod(), {"tekton.dev/taskRun": ""}),
-        "standalone TaskRun (no pipelineRun label)": _with_labels(
-            _pod(), {RUN: None, UID: None}),
-        "Tekton's assistant pod": _with_labels(
-            _pod(), {"app.kubernetes.io/component": "affinity-assistant"}),
-        "a balloon pod": _with_labels(_pod(), {names.LABEL_MANAGED_BY: names.APP}),
-        "pinned to Tekton's assistant": _pod(
-            affinity={"podAffinity": {REQ: [USER_TERM, factories.TEKTON_ASSISTANT_TERM]}}),
-        "run name at 63 chars": _with_labels(_pod(run_uid=None), {RUN: "r" * 63}),
+                {"weight": 5, "podAffinityTerm": USER_TERM}]}}), PINS),
+        "a user's required term": (_pod(affinity={"podAffinity": {REQ: [USER_TERM]}}), PINS),
+        "anti-affinity kept": (_pod(affinity={"podAntiAffinity": {REQ: [USER_TERM]}}), PINS),
+        "already carries a balloon term": (_pod(
+            affinity={"podAffinity": {REQ: [USER_TERM, OUR_OTHER_TERM]}}), LEAVES),
+        "opted out ' FALSE '": (_pod(annotations={names.OPT_OUT_ANNOTATION: " FALSE "}), LEAVES),
+        "opted out with odd whitespace": (_pod(
+            annotations={names.OPT_OUT_ANNOTATION: "\x1cfalse\u3000"}), LEAVES),
+        "'fal\u017fe' (long s) is not 'false'": (
+            _pod(annotations={names.OPT_OUT_ANNOTATION: "fal\u017fe"}), PINS),
+        "annotation 'true'": (_pod(annotations={names.OPT_OUT_ANNOTATION: "true"}), PINS),
+        "no annotations at all": (_pod(annotations={}), PINS),
+        "uid label of 63 chars": (_pod(run_uid=uid_63), PINS),
+        "no uid label: by run name": (_pod(run_uid=None), PINS),
+        "uid label empty: by run name": (_with_labels(_pod(), {UID: ""}), PINS),
+        "uid label of 64 chars (refused by the API server either way)": (
+            _pod(run_uid="u" * 64), REFUSED),
+        "neither label usable (refused either way)": (_with_labels(
+            _pod(run_uid="u" * 64), {RUN: "r" * 64}), REFUSED),
+        "empty taskRun label": (_with_labels(_pod(), {"tekton.dev/taskRun": ""}), LEAVES),
+        "standalone TaskRun (no pipelineRun label)": (_with_labels(
+            _pod(), {RUN: None, UID: None}), LEAVES),
+        "Tekton's assistant pod": (_with_labels(
+            _pod(), {"app.kubernetes.io/component": "affinity-assistant"}), LEAVES),
+        "a balloon pod": (_with_labels(_pod(), {names.LABEL_MANAGED_BY: names.APP}), LEAVES),
+        "pinned to Tekton's assistant": (_pod(
+            affinity={"podAffinity": {REQ: [USER_TERM, factories.TEKTON_ASSISTANT_TERM]}}), LEAVES),
+        "run name at 63 chars": (_with_labels(_pod(run_uid=None), {RUN: "r" * 63}), PINS),
     }
     plain = _pod()
     plain["metadata"]["labels"] = {"app": "not-tekton"}
-    cases["a pod that is not Tekton's"] = plain
+    cases["a pod that is not Tekton's"] = (plain, LEAVES)
     return cases
 
 
 CASES = _cases()
 
 
+def _did(pod: dict[str, Any], status: int, made: Any) -> str:
+    if status != 201:
+        return REFUSED
+    added = len(affinity.balloon_terms(made["spec"])) - len(affinity.balloon_terms(pod["spec"]))
+    return PINS if added == 1 else LEAVES if added == 0 else f"added {added} terms"
+
+
 @pytest.mark.parametrize("case", list(CASES))
-def test_the_decision_table_gives_the_same_pod_in_both_modes(parity: Pair, case: str) -> None:
-    parity.assert_same(CASES[case])
+def test_the_decision_table_holds_in_every_mode_and_gives_the_same_pod_in_each(
+    modes: Modes, case: str
+) -> None:
+    pod, expected = CASES[case]
+    answers = modes.create(pod)
+    assert {mode: _did(pod, *answer) for mode, answer in answers.items()} == {
+        mode: expected for mode in answers}, answers
+    if "policy" in answers:
+        assert_alike(answers["policy"], answers["webhook"])
 
 
 def test_the_namespace_policys_topology_key_in_both_modes(
