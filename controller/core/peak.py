@@ -15,7 +15,7 @@ import json
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from controller.core import podrequests, quantity
@@ -45,6 +45,9 @@ class Estimate:
     # estimate stood for them.
     unknown: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    # Each unknown task's reference and taskRunSpecs, as text: unknown tasks that share one
+    # make pods that ask for the same.
+    refs: tuple[tuple[str, str], ...] = ()
 
     @property
     def peak(self) -> Amounts:
@@ -54,6 +57,26 @@ class Estimate:
     def tasks(self) -> dict[str, Amounts]:
         """Each pipeline task's weight, fan-out included."""
         return {n.name: n.weight for n in [*self.main, *self.final]}
+
+    def learned(self, seen: Mapping[str, Amounts]) -> Estimate:
+        """The estimate with each unknown task counted as one of its pods asks (`seen`, by
+        pipeline task), or as a pod of an unknown task with the same reference asks. Tekton
+        builds a TaskRun's pod from the spec it resolved (`status.taskSpec`), so the pod tells
+        what the spec would, after LimitRanges and defaults. Itself when nothing is new."""
+        refs = dict(self.refs)
+        by_ref = {refs[t]: a for t, a in seen.items() if t in refs and a}
+        found = {t: seen.get(t) or by_ref.get(refs.get(t, "")) for t in self.unknown}
+        learnt = {t: a for t, a in found.items() if a}
+        if not learnt:
+            return self
+
+        def counted(nodes: tuple[Node, ...]) -> tuple[Node, ...]:
+            return tuple(replace(n, requests=learnt[n.name]) if n.name in learnt else n
+                         for n in nodes)
+
+        return Estimate(counted(self.main), counted(self.final),
+                        tuple(t for t in self.unknown if t not in learnt), self.notes,
+                        tuple((t, ref) for t, ref in self.refs if t not in learnt))
 
     def remaining(self, done: frozenset[str] | set[str]) -> Amounts:
         """The peak of what is left once the `done` tasks are over."""
@@ -134,6 +157,7 @@ def estimate(
     be read. Raises ValueError for a quantity that does not parse."""
     unknown: list[str] = []
     notes: list[str] = []
+    refs: list[tuple[str, str]] = []
 
     def nodes(tasks: Iterable[Any]) -> list[Node]:
         out = []
@@ -146,6 +170,8 @@ def estimate(
                 requests: Amounts = {}
             elif spec is None:
                 unknown.append(name)
+                refs.append((name, json.dumps([task.get("taskRef"), task_run_specs.get(name)],
+                                              sort_keys=True, default=str)))
                 requests = {**(unknown_task or {}), quantity.PODS: 1000}
             else:
                 requests = podrequests.pod_requests(
@@ -159,7 +185,7 @@ def estimate(
 
     main = nodes(pipeline_spec.get("tasks") or [])
     final = nodes(pipeline_spec.get("finally") or [])
-    return Estimate(tuple(main), tuple(final), tuple(unknown), tuple(notes))
+    return Estimate(tuple(main), tuple(final), tuple(unknown), tuple(notes), tuple(refs))
 
 
 def peak(tasks: Sequence[Node], final: Sequence[Node] = ()) -> Amounts:

@@ -73,7 +73,7 @@ class Capacity:
         with self._lock:
             known = self._estimates.get(run.uid)
         if known is not None:
-            return known
+            return self._learn(run.uid, known)
         spec = run.pipeline_spec or self._named_pipeline(run)
         if not spec or self.caches is None:
             return None
@@ -100,7 +100,19 @@ class Capacity:
         if self.caches.listed("tasks", ns) is not None:  # complete: keep it
             with self._lock:
                 self._estimates[run.uid] = found
-        return found
+        return self._learn(run.uid, found)
+
+    def _learn(self, run_uid: str, found: peak.Estimate) -> peak.Estimate:
+        """Tasks unknown before they ran (resolvers) count as their pods ask, once the pod
+        watch has shown one: the keeper then holds room for their siblings."""
+        if not found.unknown:
+            return found
+        better = found.learned(self.index.task_requests(run_uid))
+        if better is not found:
+            with self._lock:
+                if run_uid in self._estimates:
+                    self._estimates[run_uid] = better
+        return better
 
     def _named_pipeline(self, run: tekton.PipelineRun) -> Mapping[str, Any] | None:
         ref = run.spec.get("pipelineRef")

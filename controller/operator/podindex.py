@@ -204,6 +204,17 @@ class PodIndex:
         pending = any(not p.node and p.phase not in TERMINAL_PHASES for p in pods)
         return frozenset(t for t, done in ended.items() if done), held, pending
 
+    def task_requests(self, run_uid: str) -> dict[str, dict[str, int]]:
+        """What one pod of each of the run's pipeline tasks asks (the most, per resource, of
+        its pods: a matrix's or a retry's)."""
+        out: dict[str, dict[str, int]] = {}
+        for p in self.run_pods(run_uid):
+            if p.task:
+                mine = out.setdefault(p.task, {})
+                for r, a in p.requests.items():
+                    mine[r] = max(mine.get(r, 0), a)
+        return out
+
     def forget(self, run_uid: str) -> None:
         with self._lock:
             self._runs.pop(run_uid, None)

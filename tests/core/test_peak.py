@@ -152,3 +152,27 @@ def test_what_remains_of_the_peak_once_tasks_are_done() -> None:
     assert got.remaining({"fetch", "b1"})["cpu"] == 2000
     assert got.remaining({"fetch", "b1", "b2"})["cpu"] == 1000
     assert got.remaining({"fetch", "b1", "b2", "report"}) == {}
+
+
+def test_an_unknown_task_counts_as_its_pod_asks_once_its_task_run_has_one() -> None:
+    """A task behind a resolver is unknown until Tekton resolves it for its TaskRun, which
+    then makes a pod from the resolved spec: that pod's requests stand for the task, and for
+    every unknown task of the run with the same reference and the same taskRunSpecs."""
+    git = {"resolver": "git", "params": [{"name": "pathInRepo", "value": "build.yaml"}]}
+    spec = {"tasks": [
+        {"name": "fetch", "taskSpec": {"steps": [step("1")]}},
+        *({"name": f"b{x}", "runAfter": ["fetch"], "taskRef": git} for x in "123"),
+        {"name": "lint", "runAfter": ["fetch"], "taskRef": {**git, "params": []}},
+        {"name": "big", "runAfter": ["fetch"], "taskRef": git},
+    ]}
+    runs = {"big": {"computeResources": {"requests": {"cpu": "8"}}}}
+    before = peak.estimate(spec, lambda _: None, runs, unknown_task={"cpu": 300})
+    assert before.peak["cpu"] == 5 * 300
+    seen = {"fetch": {"cpu": 1000, "pods": 1000}, "b1": {"cpu": 2000, "pods": 1000}}
+    after = before.learned(seen)
+    assert after.unknown == ("lint", "big")
+    assert after.tasks["b3"] == {"cpu": 2000, "pods": 1000}
+    assert after.peak["cpu"] == 3 * 2000 + 300 + 300
+    assert after.learned(seen) is after  # nothing new: the same estimate
+    assert before.learned({"b1": {"cpu": 2000, "pods": 1000}}).tasks["fetch"] == {
+        "cpu": 1000, "pods": 1000}  # a task read from its spec keeps its estimate

@@ -100,6 +100,45 @@ def test_once_anchored_a_keeper_holds_what_the_builds_need_beyond_the_running_fe
     assert keeper["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "5"}
 
 
+def test_once_one_build_of_a_resolver_task_runs_the_keeper_holds_room_for_its_siblings() -> None:
+    """Builds behind a resolver are unknown before they run (the policy sets no estimate):
+    the first build's pod tells what each asks, and the keeper holds it for the other two."""
+    operator, kube = make(caches=True)
+    git = {"resolver": "git", "params": [{"name": "pathInRepo", "value": "build.yaml"}]}
+    kube.objects["pipelines"] = {"fan-out-in": {"spec": {"tasks": [
+        {"name": "fetch", "taskRef": {"name": "fetch"}},
+        *({"name": b, "runAfter": ["fetch"], "taskRef": git} for b in BUILDS)]}}}
+    kube.objects["tasks"] = {"fetch": {"spec": {"steps": [
+        {"name": "s", "image": "x", "computeResources": {"requests": {"cpu": "1"}}}]}}}
+    body = factories.pipelinerun()
+    kube.runs[body["metadata"]["name"]] = body
+    operator.reconcile_run(body)
+    scout = scout_found_room(operator, kube)
+    assert scout["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "1"}
+    sts = balloon.balloon_name(UID)
+    operator.placement.on_balloon_pod(pod(f"{sts}-0", "n1", "Running", **{
+        names.LABEL_MANAGED_BY: names.APP, names.LABEL_COMPONENT: names.COMPONENT_BALLOON,
+        names.LABEL_RUN_UID: UID}))
+    kube.pods.clear()  # the scout went
+    operator.capacity.on_room_pod(bound(scout, "n1"), deleted=True)
+    term = affinity.term_for(RunRef(name="build-42", uid=UID), "kubernetes.io/hostname")
+    for task, phase, cpu in (("fetch", "Succeeded", "1"), ("build-a", "Running", "2")):
+        p = pod(f"{task}-pod", "n1", phase, **{
+            "tekton.dev/pipelineRun": "build-42", "tekton.dev/pipelineRunUID": UID,
+            "tekton.dev/taskRun": f"build-42-{task}", "tekton.dev/pipelineTask": task})
+        p["spec"]["containers"] = [{"name": "step-s", "resources": {"requests": {"cpu": cpu}}}]
+        p["spec"]["affinity"] = {"podAffinity": {affinity.REQUIRED: [term]}}
+        operator.placement.on_task_pod(p)
+    [before] = kube.pods.values()  # the keeper for fetch, before any build was known
+    assert before["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "1"}
+    kube.pods.clear()  # build-a preempted it
+    operator.capacity._acted.clear()
+    operator.capacity.on_room_pod(bound(before, "n1"), deleted=True)
+    [keeper] = kube.pods.values()
+    assert keeper["metadata"]["annotations"][reservation.ANNOTATION_ROLE] == reservation.KEEPER
+    assert keeper["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "4"}
+
+
 def test_a_reservation_that_cannot_be_made_leaves_the_balloon_to_anchor_alone() -> None:
     """Without the PriorityClass (an operator run outside the chart), pods are refused: the
     balloon must not wait for a reservation that will never come."""
