@@ -194,6 +194,16 @@ def cannot_reserve(why: str) -> Notice:
     )
 
 
+def not_estimated(why: str) -> Notice:
+    """Normal: the run still starts, anchored as it would be without capacity-aware anchoring."""
+    return Notice(
+        "PeakNotEstimated",
+        f"the run's peak could not be estimated ({why}); it is anchored by its balloon alone, "
+        "with no room kept for its widest layer",
+        warning=False,
+    )
+
+
 def room_name(balloon_name: str, halvings: int) -> str:
     return f"{balloon_name}-room-{halvings}"
 

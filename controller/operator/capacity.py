@@ -94,8 +94,8 @@ class Capacity:
                 quantity.amounts(capacity.unknown_task),
             )
         except ValueError as exc:
-            log.warning("the run's peak cannot be estimated", run=f"{ns}/{run.name}",
-                        error=str(exc))
+            self.notifier.tell(pipelinerun_ref(run.name, ns, run.uid),
+                               reservation.not_estimated(str(exc)), run.uid)
             return None
         if self.caches.listed("tasks", ns) is not None:  # complete: keep it
             with self._lock:

@@ -139,6 +139,20 @@ def test_once_one_build_of_a_resolver_task_runs_the_keeper_holds_room_for_its_si
     assert keeper["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "4"}
 
 
+def test_a_peak_that_cannot_be_estimated_is_said_and_the_balloon_anchors_alone() -> None:
+    operator, kube = make(caches=True)
+    kube.objects["pipelines"] = {"fan-out-in": pipeline(cpu="two")}
+    kube.objects["tasks"] = {}
+    body = factories.pipelinerun()
+    kube.runs[body["metadata"]["name"]] = body
+    operator.reconcile_run(body)
+    operator.reconcile_run(body)  # said once
+    [sts] = kube.statefulsets.values()
+    assert not reservation.requires_room(sts["spec"]["template"]["spec"], UID)
+    [message] = [m for reason, m in kube.events if reason == "PeakNotEstimated"]
+    assert "'two'" in message and "balloon alone" in message
+
+
 def test_a_reservation_that_cannot_be_made_leaves_the_balloon_to_anchor_alone() -> None:
     """Without the PriorityClass (an operator run outside the chart), pods are refused: the
     balloon must not wait for a reservation that will never come."""

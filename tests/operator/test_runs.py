@@ -24,6 +24,7 @@ class MemoryKube:
         self.budgets: dict[str, dict[str, Any]] = {}
         self.objects: dict[str, dict[str, dict[str, Any]]] = {}  # kind -> name -> watched
         self.pods: dict[str, dict[str, Any]] = {}
+        self.events: list[tuple[str, str]] = []  # (reason, message) posted on runs
 
     def list_pipelineruns(self) -> list[dict[str, Any]]:
         listed = [copy.deepcopy(r) for r in self.runs.values()]
@@ -85,8 +86,8 @@ class MemoryKube:
     def list_balloon_pods(self, namespace: str, run_uid: str) -> list[dict[str, Any]]:
         return [{"spec": {"nodeName": "node-1"}}]
 
-    def post_event(self, *args: Any, **kwargs: Any) -> None:
-        pass
+    def post_event(self, involved: Any, reason: str, message: str, **kwargs: Any) -> None:
+        self.events.append((reason, message))
 
 
 class StaticView:
