@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kubernetes import client
@@ -17,6 +17,7 @@ from e2e.harness.cluster import LOCAL_STORAGE_CLASS, ClusterHandle
 from e2e.harness.cluster.api import ClusterApi
 
 HOSTNAME = "kubernetes.io/hostname"
+NODE_LEASES = "kube-node-lease"
 ZONE = "topology.kubernetes.io/zone"
 
 
@@ -49,21 +50,36 @@ def lose(cluster: ClusterApi, node: str) -> None:
     must stop: a marker the kwok heartbeat stages exclude (cluster/stages), then the node's
     Lease taken from kwok (it renews only a Lease it holds). NotReady follows within the
     controller-manager's grace period. (Removing kwok's own annotation does not do it: kwok
-    keeps renewing what it already manages.)
-
-    The taking is itself a last renewal, as a dying kubelet's last heartbeat: from Kubernetes
-    1.37 the node controller re-reads a Lease it finds expired and, if the live one differs from
-    the last renewal it saw, waits for its cache to catch up first; a write that left renewTime
-    as it was would keep it waiting for good, and the node would never turn NotReady."""
-    renewed = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    keeps renewing what it already manages.)"""
     with cluster.api_client() as api:
         client.CoreV1Api(api).patch_node(node, {"metadata": {"annotations": {PARTITIONED: "true"}}})
         time.sleep(1)  # kwok, still holding the Lease, processes the marker first
-        client.CoordinationV1Api(api).patch_namespaced_lease(
-            node, "kube-node-lease",
-            {"spec": {"holderIdentity": "e2e-partition", "leaseDurationSeconds": 3600,
-                      "renewTime": renewed}},
-        )
+        _take_lease(client.CoordinationV1Api(api), node)
+
+
+def _take_lease(coordination: client.CoordinationV1Api, node: str, tries: int = 10) -> None:
+    """The taking is itself a last renewal, as a dying kubelet's last heartbeat, and must be the
+    newest: from Kubernetes 1.37 the node controller, finding a Lease expired, reads the live
+    one, and if it is not the last renewal it saw (by renewTime) waits for its cache to catch
+    up, for good if the live Lease's renewTime is older than kwok's last. So the renewTime is
+    after the one it replaces, and the write is conditional on the Lease read (kwok may renew
+    it in between: then read again)."""
+    for _ in range(tries):
+        lease = coordination.read_namespaced_lease(node, NODE_LEASES)
+        renewed, last = datetime.now(UTC), lease.spec.renew_time
+        if last is not None and renewed <= last:
+            renewed = last + timedelta(milliseconds=1)
+        try:
+            coordination.patch_namespaced_lease(node, NODE_LEASES, {
+                "metadata": {"resourceVersion": lease.metadata.resource_version},
+                "spec": {"holderIdentity": "e2e-partition", "leaseDurationSeconds": 3600,
+                         "renewTime": renewed.strftime("%Y-%m-%dT%H:%M:%S.%fZ")},
+            })
+            return
+        except ApiException as exc:
+            if exc.status != 409:  # 409: renewed by kwok since the read
+                raise
+    raise RuntimeError(f"could not take the Lease of node {node} from kwok in {tries} tries")
 
 
 def delete_node(cluster: ClusterApi, node: str) -> None:
