@@ -33,8 +33,22 @@ RUNS = int(os.environ.get("E2E_UPGRADE_RUNS", "20"))
 TEKTON_BEFORE, TEKTON_AFTER = (read_versions()[key]
                                 for key in ("TEKTON_UPGRADE_FROM", "TEKTON_PIPELINE_VERSION"))
 ASSISTANT_WAVE = 3  # runs per wave in the assistant's on-and-off
-# Each of fetch, the builds and publish: a run lasts about 40 s, over a swap of operators.
-SECONDS = {t: {tr.RUN_SECONDS: "12"} for t in (tr.FETCH, *tr.FAN_OUT, tr.PUBLISH)}
+
+
+def lasting(seconds: int) -> dict[str, dict[str, str]]:
+    """Each of fetch, the builds and publish runs this long: a run lasts about 3 x seconds."""
+    return {t: {tr.RUN_SECONDS: str(seconds)} for t in (tr.FETCH, *tr.FAN_OUT, tr.PUBLISH)}
+
+
+SECONDS = lasting(12)  # about 40 s a run
+OVER_A_SWAP = lasting(20)  # about 70 s: still in flight when the last of RUNS is anchored
+LONGER = lasting(40)  # about 130 s: still in flight when the wave before it has ended
+
+
+def ended(s: Runs, runs: list[dict[str, Any]]) -> list[str]:
+    """Those of the runs that have already finished (none may, before a swap)."""
+    return [run["metadata"]["name"] for run in runs
+            if tr.outcome(tr.get_run(s.custom, s.ns, run["metadata"]["name"]))]
 
 
 @pytest.fixture(scope="module")
@@ -58,9 +72,10 @@ def fresh() -> Iterator[LocalCluster]:
 
 @pytest.mark.timeout(600)
 def test_an_upgrade_and_a_rollback_with_runs_in_flight_lose_nothing(fresh: LocalCluster) -> None:
-    """Wave A starts under the previous release and ends under the working tree's (which
-    deletes the balloons the previous one made); wave B starts under the working tree's and
-    ends under the previous one, rolled back to."""
+    """RUNS runs in flight at each swap. Wave A starts under the previous release and ends
+    under the working tree's (which deletes the balloons the previous one made); wave B, longer,
+    starts under the working tree's and ends under the previous one, rolled back to once A has
+    ended."""
     cluster = fresh
     previous = upgrade.previous_source()
     operator = upgrade.install(cluster, previous)
@@ -71,9 +86,9 @@ def test_an_upgrade_and_a_rollback_with_runs_in_flight_lose_nothing(fresh: Local
         s.local_pvs_everywhere(per_node=RUNS)
         anchors: dict[str, str] = {}
 
-        def wave(prefix: str) -> list[dict[str, Any]]:
-            made = [s.start(tr.fan_out_fan_in(tr.unique(prefix), task_annotations=SECONDS))
-                    for _ in range(RUNS // 2)]
+        def wave(prefix: str, seconds: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
+            made = [s.start(tr.fan_out_fan_in(tr.unique(prefix), task_annotations=seconds))
+                    for _ in range(RUNS)]
             anchors.update({run["metadata"]["uid"]: s.anchor(run) for run in made})
             return made
 
@@ -83,11 +98,13 @@ def test_an_upgrade_and_a_rollback_with_runs_in_flight_lose_nothing(fresh: Local
             for run in runs:  # deleted by the release that saw the run end
                 s.wait_no_balloon(run, timeout=60)
 
-        a = wave("a")
+        a = wave("a", OVER_A_SWAP)
+        assert not ended(s, a), "wave A ended before the upgrade"
         operator = upgrade.upgrade(cluster, operator, REPO)
         operator.wait_effective()
-        b = wave("b")
+        b = wave("b", LONGER)
         finished(a)
+        assert not ended(s, b), "wave B ended before the rollback"
         operator = upgrade.rollback(cluster, operator, previous)
         operator.wait_effective()
         finished(b)
@@ -114,9 +131,10 @@ def test_tekton_upgraded_in_place_with_runs_in_flight_loses_nothing(fresh: Local
     with PodRecorder(cluster, ns) as recorder:
         s = Runs(cluster, ns, recorder)
         s.local_pvs_everywhere(per_node=RUNS)
-        made = [s.start(tr.fan_out_fan_in(tr.unique("tk"), task_annotations=SECONDS))
-                for _ in range(RUNS // 2)]
+        made = [s.start(tr.fan_out_fan_in(tr.unique("tk"), task_annotations=OVER_A_SWAP))
+                for _ in range(RUNS)]
         anchors = {run["metadata"]["uid"]: s.anchor(run) for run in made}
+        assert not ended(s, made), "runs ended before Tekton's upgrade"
         cluster.upgrade_tekton(TEKTON_AFTER)
         outcomes = [tr.outcome(s.done(run, timeout=300)) for run in made]
         assert outcomes == [("True", "Succeeded")] * len(made)
