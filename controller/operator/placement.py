@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,6 +40,15 @@ def gone_because(pod: Mapping[str, Any]) -> str:
     return "its pod was deleted"
 
 
+@dataclass(frozen=True)
+class BoundPod:
+    uid: str
+    name: str
+    namespace: str
+    run_name: str
+    node: str
+
+
 class Placement:
     def __init__(
         self,
@@ -58,6 +68,8 @@ class Placement:
         # run uid -> (node it left, why): said in AnchorMoved once the new pod is bound
         self._moving: dict[str, tuple[str, str]] = {}
         self._asked: set[str] = set()  # runs whose balloon pods were listed once
+        # run uid -> its pods bound while its new balloon pod was not yet: judged once it is
+        self._unjudged: dict[str, list[BoundPod]] = {}
         self._lock = threading.Lock()
 
     def node_of(self, namespace: str, run_uid: str) -> str | None:
@@ -83,6 +95,7 @@ class Placement:
         with self._lock:
             self._moving.pop(run_uid, None)
             self._asked.discard(run_uid)
+            self._unjudged.pop(run_uid, None)
 
     def expect_move(self, run_uid: str, node: str, why: str) -> None:
         """The operator is moving the anchor off `node` (core/anchor.py)."""
@@ -109,12 +122,14 @@ class Placement:
             moving = self._moving.get(uid)
             if moving is not None and moving[0] != node:
                 del self._moving[uid]
+            unjudged = self._unjudged.pop(uid, [])
         if moving is None and left:
             moving = (left, "its pod was replaced")
         sts_name = balloon.balloon_name(uid)
         sts = self.balloon_of(ns, sts_name)
         annotations = (sts or {}).get("metadata", {}).get("annotations") or {}
         if sts is None or annotations.get(names.ANNOTATION_ANCHORED_NODE) == node:
+            self._judge(uid, unjudged)
             return
         if moving is not None and moving[0] != node:
             self.metrics.anchor_moves.labels(reason=_label(moving[1])).inc()
@@ -127,6 +142,15 @@ class Placement:
                 (uid, node),
             )
         self.kube.annotate_statefulset(ns, sts_name, {names.ANNOTATION_ANCHORED_NODE: node})
+        self._judge(uid, unjudged)
+
+    def _judge(self, run_uid: str, pods: list[BoundPod]) -> None:
+        """Pods bound while the run's new balloon pod was not: misplaced unless beside an
+        anchor of the run (the new one is in the index by now)."""
+        anchors = self.index.anchored_ever(run_uid)
+        for pod in pods:
+            if pod.node not in anchors:
+                self._misplace(pod, run_uid, anchors[-1])
 
     def _observe_time_to_anchor(
         self, annotations: Mapping[str, Any], pod: Mapping[str, Any]
@@ -156,22 +180,29 @@ class Placement:
         # The pod watch delivers different pods' events in no fixed order: a task pod bound
         # beside a new balloon can come before the balloon's own event. Ask before saying.
         namespace = str(meta.get("namespace") or "")
-        live = {
-            str((p.get("spec") or {}).get("nodeName") or "")
-            for p in self.kube.list_balloon_pods(namespace, run_uid)
-        }
-        if node in live:
+        live = self.kube.list_balloon_pods(namespace, run_uid)
+        if node in {str((p.get("spec") or {}).get("nodeName") or "") for p in live}:
             return
         run = tekton.task_run_pod_run(meta.get("labels") or {})
-        self._misplaced.add(str(meta.get("uid") or ""))
+        bound = BoundPod(str(meta.get("uid") or ""), str(meta.get("name") or ""), namespace,
+                         run.name if run else "", str(node))
+        if any(not (p.get("spec") or {}).get("nodeName")
+               and not (p.get("metadata") or {}).get("deletionTimestamp") for p in live):
+            # The scheduler binds a pod beside the balloon it has assumed on a node before that
+            # balloon's own binding is written: judge the pod once the balloon is bound.
+            with self._lock:
+                self._unjudged.setdefault(run_uid, []).append(bound)
+            return
+        self._misplace(bound, run_uid, anchors[-1])
+
+    def _misplace(self, pod: BoundPod, run_uid: str, anchor_node: str) -> None:
+        self._misplaced.add(pod.uid)
         self.metrics.misplaced_pods.inc()
         self.notifier.tell(
-            pipelinerun_ref(run.name if run else "", str(meta.get("namespace") or ""), run_uid),
-            Notice(
-                "PodMisplaced",
-                f"pod {meta.get('name')} runs on {node}, its anchor on {anchors[-1]}",
-            ),
-            meta.get("uid"),
+            pipelinerun_ref(pod.run_name, pod.namespace, run_uid),
+            Notice("PodMisplaced",
+                   f"pod {pod.name} runs on {pod.node}, its anchor on {anchor_node}"),
+            pod.uid,
         )
 
 

@@ -117,6 +117,29 @@ def test_a_pod_bound_beside_a_new_balloon_whose_event_is_late_is_not_misplaced()
     assert [r for r, _ in notifier.said] == ["Anchored"]
 
 
+def test_a_pod_bound_beside_a_balloon_the_scheduler_has_not_yet_bound_is_not_misplaced() -> None:
+    """Seen on 1.35 after a cordon: the scheduler binds a pod beside the balloon it has assumed
+    on a node before the balloon's own binding is written, so the API server still shows the
+    new balloon pod unbound. The pod is judged once the balloon is bound."""
+    placement, notifier, kube = make()
+    placement.on_balloon_pod(balloon_pod("b1", "n1"))
+    kube.balloon_pods = [balloon_pod("b2", "")]  # made, binding under way
+    placement.on_task_pod(task_pod("fetch", "n2"))
+    placement.on_balloon_pod(balloon_pod("b2", "n2"))
+    assert [r for r, _ in notifier.said] == ["Anchored", "AnchorMoved"]
+
+
+def test_a_pod_judged_once_the_balloon_is_bound_elsewhere_is_misplaced() -> None:
+    placement, notifier, kube = make()
+    placement.on_balloon_pod(balloon_pod("b1", "n1"))
+    kube.balloon_pods = [balloon_pod("b2", "")]
+    placement.on_task_pod(task_pod("fetch", "n3"))
+    assert [r for r, _ in notifier.said] == ["Anchored"]
+    placement.on_balloon_pod(balloon_pod("b2", "n2"))
+    assert [r for r, _ in notifier.said] == ["Anchored", "AnchorMoved", "PodMisplaced"]
+    assert "fetch" in notifier.said[-1][1] and "n3" in notifier.said[-1][1]
+
+
 def assistant_pinned_pod(name: str) -> dict[str, Any]:
     pod = factories.taskrun_pod(task=name)
     pod["metadata"]["uid"] = f"uid-{name}"
