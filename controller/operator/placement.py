@@ -186,12 +186,19 @@ class Placement:
         run = tekton.task_run_pod_run(meta.get("labels") or {})
         bound = BoundPod(str(meta.get("uid") or ""), str(meta.get("name") or ""), namespace,
                          run.name if run else "", str(node))
-        if any(not (p.get("spec") or {}).get("nodeName")
-               and not (p.get("metadata") or {}).get("deletionTimestamp") for p in live):
+        binding = [str((p.get("metadata") or {}).get("uid") or "") for p in live
+                   if not (p.get("spec") or {}).get("nodeName")
+                   and not (p.get("metadata") or {}).get("deletionTimestamp")]
+        if binding:
             # The scheduler binds a pod beside the balloon it has assumed on a node before that
             # balloon's own binding is written: judge the pod once the balloon is bound.
             with self._lock:
                 self._unjudged.setdefault(run_uid, []).append(bound)
+            seen = self.index.balloon(run_uid)
+            if seen is not None and seen.uid in binding and seen.node:  # its event came first
+                with self._lock:
+                    late = self._unjudged.pop(run_uid, [])
+                self._judge(run_uid, late)
             return
         self._misplace(bound, run_uid, anchors[-1])
 

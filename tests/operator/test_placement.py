@@ -129,6 +129,24 @@ def test_a_pod_bound_beside_a_balloon_the_scheduler_has_not_yet_bound_is_not_mis
     assert [r for r, _ in notifier.said] == ["Anchored", "AnchorMoved"]
 
 
+def test_a_pod_whose_new_balloon_was_bound_while_it_was_looked_at_is_judged_at_once() -> None:
+    """The balloon's bound event came while the pod's was handled: no event is left to wait."""
+    placement, notifier, kube = make()
+    placement.on_balloon_pod(balloon_pod("b1", "n1"))
+    kube.balloon_pods = [balloon_pod("b2", "")]
+
+    def bound_meanwhile(namespace: str, run_uid: str) -> list[dict[str, Any]]:
+        placement.on_balloon_pod(balloon_pod("b2", "n2"))
+        return [balloon_pod("b2", "")]
+
+    kube.list_balloon_pods = bound_meanwhile  # type: ignore[method-assign]
+    placement.on_task_pod(task_pod("fetch", "n2"))
+    placement.on_task_pod(task_pod("build", "n3"))
+    assert [r for r, _ in notifier.said] == ["Anchored", "AnchorMoved", "PodMisplaced"]
+    assert "build" in notifier.said[-1][1]
+    assert placement._unjudged == {}
+
+
 def test_a_pod_judged_once_the_balloon_is_bound_elsewhere_is_misplaced() -> None:
     placement, notifier, kube = make()
     placement.on_balloon_pod(balloon_pod("b1", "n1"))
