@@ -53,6 +53,24 @@ def pod(name: str, node: str = "", phase: str = "Pending", **labels: str) -> dic
             "spec": {"nodeName": node}, "status": {"phase": phase}}
 
 
+def balloon_running(operator: Any, node: str = "n1") -> None:
+    """The watch shows the run's balloon pod running on the node."""
+    operator.placement.on_balloon_pod(pod(f"{balloon.balloon_name(UID)}-0", node, "Running", **{
+        names.LABEL_MANAGED_BY: names.APP, names.LABEL_COMPONENT: names.COMPONENT_BALLOON,
+        names.LABEL_RUN_UID: UID}))
+
+
+def task_pod(task: str, phase: str, cpu: str, node: str = "n1") -> dict[str, Any]:
+    """A TaskRun pod of the run, pinned beside its balloon, asking for `cpu`."""
+    made = pod(f"{task}-pod", node, phase, **{
+        "tekton.dev/pipelineRun": "build-42", "tekton.dev/pipelineRunUID": UID,
+        "tekton.dev/taskRun": f"build-42-{task}", "tekton.dev/pipelineTask": task})
+    made["spec"]["containers"] = [{"name": "step-s", "resources": {"requests": {"cpu": cpu}}}]
+    term = affinity.term_for(RunRef(name="build-42", uid=UID), "kubernetes.io/hostname")
+    made["spec"]["affinity"] = {"podAffinity": {affinity.REQUIRED: [term]}}
+    return made
+
+
 def test_a_run_whose_peak_asks_for_cpu_gets_a_scout_then_a_balloon_that_follows_it() -> None:
     operator, kube, _ = started()
     assert kube.statefulsets == {}  # the scout looks for room first
@@ -80,19 +98,10 @@ def test_a_run_of_tasks_without_requests_is_anchored_by_the_balloon_alone() -> N
 def test_once_anchored_a_keeper_holds_what_the_builds_need_beyond_the_running_fetch() -> None:
     operator, kube, _ = started()
     scout = scout_found_room(operator, kube)
-    sts = balloon.balloon_name(UID)
-    operator.placement.on_balloon_pod(pod(f"{sts}-0", "n1", "Running", **{
-        names.LABEL_MANAGED_BY: names.APP, names.LABEL_COMPONENT: names.COMPONENT_BALLOON,
-        names.LABEL_RUN_UID: UID}))
+    balloon_running(operator)
     # fetch (1 CPU) bound beside it preempted the scout: the scheduler deleted it
     kube.pods.clear()
-    fetch = pod("fetch-pod", "n1", "Running", **{
-        "tekton.dev/pipelineRun": "build-42", "tekton.dev/pipelineRunUID": UID,
-        "tekton.dev/taskRun": "build-42-fetch", "tekton.dev/pipelineTask": "fetch"})
-    fetch["spec"]["containers"] = [{"name": "step-s", "resources": {"requests": {"cpu": "1"}}}]
-    term = affinity.term_for(RunRef(name="build-42", uid=UID), "kubernetes.io/hostname")
-    fetch["spec"]["affinity"] = {"podAffinity": {affinity.REQUIRED: [term]}}
-    operator.placement.on_task_pod(fetch)
+    operator.placement.on_task_pod(task_pod("fetch", "Running", "1"))
     operator.capacity._acted.clear()
     operator.capacity.on_room_pod(bound(scout, "n1"), deleted=True)
     [keeper] = kube.pods.values()
@@ -115,20 +124,11 @@ def test_once_one_build_of_a_resolver_task_runs_the_keeper_holds_room_for_its_si
     operator.reconcile_run(body)
     scout = scout_found_room(operator, kube)
     assert scout["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "1"}
-    sts = balloon.balloon_name(UID)
-    operator.placement.on_balloon_pod(pod(f"{sts}-0", "n1", "Running", **{
-        names.LABEL_MANAGED_BY: names.APP, names.LABEL_COMPONENT: names.COMPONENT_BALLOON,
-        names.LABEL_RUN_UID: UID}))
+    balloon_running(operator)
     kube.pods.clear()  # the scout went
     operator.capacity.on_room_pod(bound(scout, "n1"), deleted=True)
-    term = affinity.term_for(RunRef(name="build-42", uid=UID), "kubernetes.io/hostname")
-    for task, phase, cpu in (("fetch", "Succeeded", "1"), ("build-a", "Running", "2")):
-        p = pod(f"{task}-pod", "n1", phase, **{
-            "tekton.dev/pipelineRun": "build-42", "tekton.dev/pipelineRunUID": UID,
-            "tekton.dev/taskRun": f"build-42-{task}", "tekton.dev/pipelineTask": task})
-        p["spec"]["containers"] = [{"name": "step-s", "resources": {"requests": {"cpu": cpu}}}]
-        p["spec"]["affinity"] = {"podAffinity": {affinity.REQUIRED: [term]}}
-        operator.placement.on_task_pod(p)
+    operator.placement.on_task_pod(task_pod("fetch", "Succeeded", "1"))
+    operator.placement.on_task_pod(task_pod("build-a", "Running", "2"))
     [before] = kube.pods.values()  # the keeper for fetch, before any build was known
     assert before["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "1"}
     kube.pods.clear()  # build-a preempted it
