@@ -13,7 +13,7 @@ from typing import Any
 
 import structlog
 
-from controller.core import balloon, names, reconcile, tekton
+from controller.core import balloon, budget, names, reconcile, tekton
 from controller.core.notices import Notice
 from controller.core.pods import scheduled_condition
 from controller.core.reconcile import Verb
@@ -24,6 +24,7 @@ from controller.kube.clusterview import ClusterView, Facts
 from controller.metrics import Metrics
 from controller.operator import policies
 from controller.operator.anchors import AnchorGuard
+from controller.operator.assistant import Assistant
 from controller.operator.capacity import Capacity
 from controller.operator.notify import Notifier, pipelinerun_ref
 from controller.operator.placement import Placement
@@ -62,6 +63,7 @@ class Operator:
             self.live.get, lambda: self.view.facts, self.reconcile_run,
         )
         view.subscribe(self.on_facts)
+        view.subscribe(Assistant(settings, metrics, self.notifier).on_facts)
 
     # -- PipelineRuns ----------------------------------------------------------------------
 
@@ -208,10 +210,10 @@ class Operator:
             )
 
     def _protect(self, run: tekton.PipelineRun, statefulset: Mapping[str, Any]) -> None:
-        """The balloon's PodDisruptionBudget (core/balloon.disruption_budget). Without it a
+        """The balloon's PodDisruptionBudget (core/budget.py). Without it a
         drain may evict the anchor from under a running task: said, not fatal."""
         try:
-            self.kube.create_pdb(balloon.disruption_budget(statefulset))
+            self.kube.create_pdb(budget.of_balloon(statefulset))
         except ApiError as exc:
             self.notifier.tell(
                 pipelinerun_ref(run.name, run.namespace, run.uid),
@@ -271,42 +273,8 @@ class Operator:
             run.uid,
         )
 
-    # -- policies and Tekton's flags ------------------------------------------------------------
+    # -- policies ---------------------------------------------------------------------------
 
     def on_facts(self, old: Facts, new: Facts) -> None:
         invalid = sum(1 for r in new.policies.values() for p in r.problems if p.reason == "Invalid")
         self.metrics.policy_problems.set(invalid)
-        self.metrics.tekton_assistant_on.set(1 if new.assistant_on else 0)
-        if new.synced and new.assistant_on and (not old.synced or not old.assistant_on):
-            flags = new.feature_flags
-            what = (
-                "missing"
-                if flags is None
-                else f"coschedule={flags.get('coschedule', '(default)')!r}"
-            )
-            message = (
-                f"Tekton's affinity assistant is on "
-                f"({self.settings.tekton_namespace}/feature-flags {what}); "
-                "set coschedule: disabled. "
-                + (
-                    "Balloons are still made (COSCHEDULER_IGNORE_TEKTON_ASSISTANT)."
-                    if new.ignore_assistant
-                    else "No balloons are made until it is off."
-                )
-            )
-            log.error(message)
-            involved = {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {
-                    "name": tekton.FEATURE_FLAGS_CONFIGMAP,
-                    "namespace": self.settings.tekton_namespace,
-                },
-            }
-            self.notifier.tell(
-                involved, Notice("TektonAffinityAssistantOn", message), "feature-flags"
-            )
-        elif old.assistant_on and not new.assistant_on and new.synced:
-            log.info("Tekton's affinity assistant is off; balloons are made")
-            self.notifier.forget("feature-flags", "TektonAffinityAssistantOn")
-
