@@ -19,8 +19,9 @@ import aiohttp
 import structlog
 
 from controller.faces import probes, supervise, webhook
-from controller.kube.client import Kube, load_client_config
+from controller.kube.client import Kube
 from controller.kube.clusterview import ClusterView
+from controller.kube.connection import load_client_config
 from controller.metrics import Metrics
 from controller.settings import ENV_PREFIX, Settings
 

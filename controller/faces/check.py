@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 from controller.core import names, tekton, versions
 from controller.kube import access
-from controller.kube.client import ApiError, Kube, load_client_config
+from controller.kube.client import ApiError, Kube
+from controller.kube.connection import load_client_config
 from controller.kube.inspection import Inspection
 from controller.kube.leadership import default_namespace
 from controller.settings import Settings

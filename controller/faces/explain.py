@@ -8,7 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from controller.core import balloon, explain, names, tekton
-from controller.kube.client import ApiError, Kube, load_client_config
+from controller.kube.client import ApiError, Kube
+from controller.kube.connection import load_client_config
 from controller.kube.inspection import Inspection
 from controller.settings import Settings
 

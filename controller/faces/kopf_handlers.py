@@ -32,7 +32,7 @@ def pod_label_selector(tekton_managed_by: str) -> str:
 
 @kopf.on.login(registry=registry)
 def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-    # In-cluster service account, else the kubeconfig: the same as kube.load_client_config.
+    # In-cluster service account, else the kubeconfig: as kube.connection.load_client_config.
     return kopf.login_via_client(**kwargs)
 
 

@@ -22,8 +22,9 @@ from controller.core import names
 from controller.faces import kopf_handlers, probes
 from controller.kube.admission_policies import AdmissionPolicies
 from controller.kube.caches import Caches
-from controller.kube.client import Kube, load_client_config
+from controller.kube.client import Kube
 from controller.kube.clusterview import ClusterView, Facts
+from controller.kube.connection import load_client_config
 from controller.kube.inspection import Inspection
 from controller.kube.leadership import LeaderElector, default_namespace, identity
 from controller.metrics import Metrics

@@ -16,7 +16,8 @@ import kubernetes
 import structlog
 from kubernetes.client.exceptions import ApiException
 
-from controller.core import apicalls, names, tekton
+from controller.core import names, tekton
+from controller.kube import connection
 from controller.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -34,42 +35,6 @@ def api_message(exc: ApiException) -> str:
         return str(exc.reason)
 
 
-WRITES = frozenset({"create", "update", "patch", "delete"})
-
-
-def _count_requests(kube: Kube, metrics: Metrics | None) -> None:
-    """Every request this client sends (ours and our watch caches') counted by verb, resource
-    and status: what the operator costs the API server, per run (issue: cost grows with the
-    work, not with the cluster). Every write but the Lease's own is logged as it is sent, with
-    the Lease holder the process acts as: the chaos benchmark reads these lines from every
-    replica to show that two leaders never act at once."""
-    send = kube.api.call_api
-
-    def counted(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-        verb, resource = apicalls.classify(method, url)
-        if verb in WRITES and resource != "leases":
-            log.info("api write", verb=verb, resource=resource, holder=kube.actor)
-        code = "error"
-        try:
-            response = send(method, url, *args, **kwargs)
-            code = str(getattr(response, "status", ""))
-            return response
-        finally:
-            if metrics is not None:
-                metrics.api_requests.labels(verb=verb, resource=resource, code=code).inc()
-
-    kube.api.call_api = counted  # type: ignore[method-assign]
-
-
-def load_client_config() -> kubernetes.client.ApiClient:
-    """In-cluster credentials when in a pod, else the kubeconfig (KUBECONFIG or ~/.kube/config)."""
-    try:
-        kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]
-    except kubernetes.config.ConfigException:
-        kubernetes.config.load_kube_config()  # type: ignore[no-untyped-call]
-    return kubernetes.client.ApiClient()
-
-
 class Kube:
     def __init__(
         self,
@@ -82,7 +47,7 @@ class Kube:
         # The Lease holder identity this process writes as, once it leads (None: it does not
         # lead, or leader election is off).
         self.actor: str | None = None
-        _count_requests(self, metrics)
+        connection.count_requests(api, metrics, lambda: self.actor)
         self.core = kubernetes.client.CoreV1Api(api)
         self.apps = kubernetes.client.AppsV1Api(api)
         self.custom = kubernetes.client.CustomObjectsApi(api)

@@ -3,7 +3,7 @@ and how long was there no leader?
 
 The reconciler logs `leading` (with its Lease identity) when it takes the Lease, `leadership
 lost` / `leadership released` when it stops, and `api write` (with the holder it acts as) as it
-sends each write (controller/kube/client.py). All replicas run on this host, so their
+sends each write (controller/kube/connection.py). All replicas run on this host, so their
 timestamps share one clock.
 """
 
