@@ -74,9 +74,13 @@ class Estimate:
             return tuple(replace(n, requests=learnt[n.name]) if n.name in learnt else n
                          for n in nodes)
 
-        return Estimate(counted(self.main), counted(self.final),
-                        tuple(t for t in self.unknown if t not in learnt), self.notes,
-                        tuple((t, ref) for t, ref in self.refs if t not in learnt))
+        return replace(
+            self,
+            main=counted(self.main),
+            final=counted(self.final),
+            unknown=tuple(t for t in self.unknown if t not in learnt),
+            refs=tuple((t, ref) for t, ref in self.refs if t not in learnt),
+        )
 
     def remaining(self, done: frozenset[str] | set[str]) -> Amounts:
         """The peak of what is left once the `done` tasks are over."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.core import affinity, names, podrequests, tekton
+from controller.core import affinity, names, podrequests, quantity, tekton
 from controller.core.anchor import TERMINAL_PHASES, RunPod
 from controller.core.pods import scheduled_condition
 from controller.core.times import parse_time
@@ -207,13 +207,11 @@ class PodIndex:
     def task_requests(self, run_uid: str) -> dict[str, dict[str, int]]:
         """What one pod of each of the run's pipeline tasks asks (the most, per resource, of
         its pods: a matrix's or a retry's)."""
-        out: dict[str, dict[str, int]] = {}
+        by_task: dict[str, list[Mapping[str, int]]] = {}
         for p in self.run_pods(run_uid):
             if p.task:
-                mine = out.setdefault(p.task, {})
-                for r, a in p.requests.items():
-                    mine[r] = max(mine.get(r, 0), a)
-        return out
+                by_task.setdefault(p.task, []).append(p.requests)
+        return {task: quantity.maximum(asks) for task, asks in by_task.items()}
 
     def forget(self, run_uid: str) -> None:
         with self._lock:
