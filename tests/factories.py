@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import copy
+import hashlib
+import json
 import uuid
 from typing import Any
+
+import yaml
 
 RUN_UID = "6f1d0c2a-3b4e-4f5a-8b9c-0d1e2f3a4b5c"
 # The required pod-affinity term Tekton gives a TaskRun pod while its own assistant is on.
@@ -151,3 +156,35 @@ def admission_review(
             "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
         },
     }
+
+
+def resolution_request(
+    params: dict[str, Any],
+    resolved: dict[str, Any] | None = None,
+    *,
+    owner_uid: str = RUN_UID,
+    resolver: str = "git",
+    name: str | None = None,
+    failed: bool = False,
+) -> dict[str, Any]:
+    """A ResolutionRequest as Tekton makes it for a run (owned by it), and as a resolver leaves
+    it: `resolved` base64-encoded as YAML in status.data; no status while it resolves."""
+    body: dict[str, Any] = {
+        "apiVersion": "resolution.tekton.dev/v1beta1",
+        "kind": "ResolutionRequest",
+        "metadata": {
+            "name": name or f"{resolver}-{hashlib.sha1(json.dumps(params).encode()).hexdigest()}",
+            "namespace": "team-a",
+            "labels": {"resolution.tekton.dev/type": resolver},
+            "ownerReferences": [{"apiVersion": "tekton.dev/v1", "kind": "PipelineRun",
+                                 "name": "build-42", "uid": owner_uid, "controller": True}],
+        },
+        "spec": {"params": [{"name": k, "value": v} for k, v in params.items()]},
+    }
+    if resolved is not None:
+        data = base64.b64encode(yaml.safe_dump(resolved).encode()).decode()
+        body["status"] = {"data": data, "conditions": [{"type": "Succeeded", "status": "True"}]}
+    elif failed:
+        body["status"] = {"conditions": [{"type": "Succeeded", "status": "False",
+                                          "reason": "ResolutionTimedOut"}]}
+    return body

@@ -130,10 +130,13 @@ def fan_out(task: Mapping[str, Any]) -> tuple[int, bool]:
     return max(count, 1), known
 
 
-def task_spec_of(task: Mapping[str, Any], read: Callable[[str], Mapping[str, Any] | None]
-                 ) -> tuple[Mapping[str, Any] | None, bool]:
-    """The spec of a pipeline task's Task and whether it makes a pod: inline, or a namespaced
-    Task by name through `read` (None when it cannot be read). Custom tasks make no pod."""
+Reader = Callable[[Mapping[str, Any]], Mapping[str, Any] | None]
+
+
+def task_spec_of(task: Mapping[str, Any], read: Reader) -> tuple[Mapping[str, Any] | None, bool]:
+    """The spec of a pipeline task's Task and whether it makes a pod: inline, or through `read`
+    from its `taskRef` (a namespaced Task by name, or what a resolver fetched; None when it
+    cannot be read). Custom tasks make no pod."""
     inline = task.get("taskSpec")
     if isinstance(inline, Mapping):
         if inline.get("apiVersion") and inline.get("kind") not in _TEKTON_KINDS:
@@ -144,21 +147,22 @@ def task_spec_of(task: Mapping[str, Any], read: Callable[[str], Mapping[str, Any
         return None, not task.get("pipelineRef") and not task.get("pipelineSpec")
     if ref.get("apiVersion") and not str(ref.get("apiVersion")).startswith("tekton.dev/"):
         return None, False
-    if ref.get("resolver") or ref.get("kind") not in _TEKTON_KINDS or not ref.get("name"):
+    if ref.get("kind") not in _TEKTON_KINDS or not (ref.get("resolver") or ref.get("name")):
         return None, True
-    return read(str(ref["name"])), True
+    return read(ref), True
 
 
 def estimate(
     pipeline_spec: Mapping[str, Any],
-    read_task: Callable[[str], Mapping[str, Any] | None],
+    read_task: Reader,
     task_run_specs: Mapping[str, Mapping[str, Any]],
     namespace: podrequests.Namespace | None = None,
     unknown_task: Amounts | None = None,
 ) -> Estimate:
-    """The run's peak from its resolved pipeline. `task_run_specs` are the run's
-    `taskRunSpecs` by pipeline task name; `unknown_task` stands for a task whose spec cannot
-    be read. Raises ValueError for a quantity that does not parse."""
+    """The run's peak from its resolved pipeline, reading each `taskRef` with `read_task`.
+    `task_run_specs` are the run's `taskRunSpecs` by pipeline task name; `unknown_task` stands
+    for a task whose spec cannot be read. Raises ValueError for a quantity that does not
+    parse."""
     unknown: list[str] = []
     notes: list[str] = []
     refs: list[tuple[str, str]] = []

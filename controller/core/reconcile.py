@@ -43,6 +43,9 @@ class Observed:
     # The node of the run's reservation pod, once bound: the balloon is made only then, so
     # that the two never bind (and race for the run's claims) at the same time.
     room_node: str | None = None
+    # What Tekton is still resolving of a run whose pipeline or tasks are behind a resolver,
+    # while capacity-aware anchoring waits for the run's peak (core/resolution.py).
+    resolving: str | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,10 @@ def decide(obs: Observed) -> Decision:
             Verb.KEEP if exists else Verb.NONE, "tekton assistant on", notices=(notice,)
         )
 
+    if obs.resolving and not exists:
+        # Tekton makes no TaskRun before it has resolved every task: no pod waits for this.
+        return Decision(Verb.NONE, f"Tekton is resolving {obs.resolving}; the run's peak will "
+                        "choose its anchor")
     planned = balloon.plan(
         run,
         obs.policy,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from controller.core import names, tekton
+from controller.core import names, resolution, tekton
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,8 @@ REQUIRED: tuple[Access, ...] = (
     Access(tekton.GROUP, "pipelineruns", ("get", "list", "watch"), "watch runs; never written"),
     Access(tekton.GROUP, "tasks", ("get", "list", "watch"), "a run's peak: its tasks' specs"),
     Access(tekton.GROUP, "pipelines", ("get", "list", "watch"), "a run's peak: its pipeline"),
+    Access(resolution.GROUP, resolution.PLURAL, ("list", "watch"),
+           "a run's peak: the tasks and pipeline Tekton's resolvers fetched for it"),
     Access("", "limitranges", ("list", "watch"), "a run's peak: what LimitRanges give its pods"),
     Access(
         "apps",

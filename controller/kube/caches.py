@@ -1,19 +1,20 @@
 """The leader's watch caches: what it reads instead of asking the API server per event.
 
 Balloons (StatefulSets with our labels, every namespace) and, in the namespaces that opted in,
-claims, LimitRanges, Tasks and Pipelines (a watch per kind and enabled namespace, started and
-stopped as namespaces opt in and out: the rest of the cluster costs nothing). A cache that is
-not synced yet answers None, and the caller asks the API server or does without.
+claims, LimitRanges, Tasks, Pipelines and Tekton's ResolutionRequests (a watch per kind and
+enabled namespace, started and stopped as namespaces opt in and out: the rest of the cluster
+costs nothing). A cache that is not synced yet answers None, and the caller asks the API server
+or does without.
 """
 
 from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from controller.core import names, tekton
+from controller.core import names, resolution, tekton
 from controller.kube.client import Kube, Obj
 from controller.kube.clusterview import Facts
 from controller.kube.reflector import Reflector, Store, start_thread
@@ -32,7 +33,11 @@ class Caches:
             "limitranges": (kube.core.list_namespaced_limit_range, (), ()),
             "tasks": (custom, (tekton.GROUP, tekton.VERSION), ("tasks",)),
             "pipelines": (custom, (tekton.GROUP, tekton.VERSION), ("pipelines",)),
+            "resolutionrequests": (
+                custom, (resolution.GROUP, resolution.VERSION), (resolution.PLURAL,)
+            ),
         }
+        self._listeners: dict[str, list[Callable[[str], None]]] = {}
         self._stores: dict[tuple[str, str], Store] = {}  # (kind, namespace) -> objects
         self._watches: dict[tuple[str, str], Reflector] = {}
         self._active = False  # only a leader keeps these caches
@@ -83,10 +88,17 @@ class Caches:
         for key in added:
             start_thread(self._watches[key].run, f"watch-{key[0]}-{key[1]}")
 
+    def listen(self, kind: str, listener: Callable[[str], None]) -> None:
+        """`listener(namespace)` after each change to the namespace's objects of the kind."""
+        self._listeners.setdefault(kind, []).append(listener)
+
     def _on_store(self, key: tuple[str, str], store: Store) -> None:
         with self._lock:
-            if key in self._watches:
-                self._stores[key] = store
+            if key not in self._watches:
+                return
+            self._stores[key] = store
+        for listener in self._listeners.get(key[0], ()):
+            listener(key[1])
 
     # -- reads --------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from controller.kube.clusterview import Facts
 from controller.metrics import Metrics
 from controller.operator.notify import Notifier, pipelinerun_ref
 from controller.operator.podindex import PodIndex
+from controller.operator.resolving import Resolving
 from controller.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -58,6 +59,7 @@ class Capacity:
         self.live = live
         self.facts = facts
         self.reconcile = reconcile
+        self.resolving = Resolving(caches, live, reconcile)
         self._acted: dict[str, float] = {}  # run uid -> when its reservation last changed
         self._estimates: dict[str, peak.Estimate] = {}
         self._lock = threading.RLock()
@@ -79,8 +81,8 @@ class Capacity:
             return None
         ns = run.namespace
 
-        def read_task(name: str) -> Mapping[str, Any] | None:
-            task = self.caches.get("tasks", ns, name) if self.caches else None
+        def read_task(ref: Mapping[str, Any]) -> Mapping[str, Any] | None:
+            task = self.caches.get("tasks", ns, str(ref.get("name"))) if self.caches else None
             return (task or {}).get("spec")
 
         namespace = podrequests.Namespace(
@@ -90,14 +92,15 @@ class Capacity:
         capacity = facts.policy_for(ns).policy.capacity
         try:
             found = peak.estimate(
-                spec, read_task, run.task_run_specs, namespace,
+                spec, self.resolving.reader(run, read_task), run.task_run_specs, namespace,
                 quantity.amounts(capacity.unknown_task),
             )
         except ValueError as exc:
             self.notifier.tell(pipelinerun_ref(run.name, ns, run.uid),
                                reservation.not_estimated(str(exc)), run.uid)
             return None
-        if self.caches.listed("tasks", ns) is not None:  # complete: keep it
+        if self.caches.listed("tasks", ns) is not None and self.resolving.settled(run):
+            # complete: keep it
             with self._lock:
                 self._estimates[run.uid] = found
         return self._learn(run.uid, found)
@@ -123,17 +126,25 @@ class Capacity:
         spec = (found or {}).get("spec")
         return spec if isinstance(spec, Mapping) else None
 
+    def _on(self, run: tekton.PipelineRun, facts: Facts) -> bool:
+        if not facts.policy_for(run.namespace).policy.capacity.anchor:
+            return False
+        return not (self._failed_at and (datetime.now(UTC) - self._failed_at).total_seconds() < 300)
+
+    def waits_for_resolution(self, run: tekton.PipelineRun, facts: Facts) -> str | None:
+        """What Tekton still resolves of the run, for which its anchor waits (resolving.py)."""
+        return self.resolving.pending(run) if self._on(run, facts) else None
+
     def wants_room(self, run: tekton.PipelineRun, facts: Facts) -> bool:
         """The balloon should follow a reservation pod: on, and the peak asks for more than
         pod slots."""
-        if not facts.policy_for(run.namespace).policy.capacity.anchor:
-            return False
-        if self._failed_at and (datetime.now(UTC) - self._failed_at).total_seconds() < 300:
+        if not self._on(run, facts):
             return False
         found = self.estimate(run, facts)
         return found is not None and reservation.worth(found.peak)
 
     def forget(self, run_uid: str) -> None:
+        self.resolving.forget(run_uid)
         with self._lock:
             self._estimates.pop(run_uid, None)
             self._acted.pop(run_uid, None)

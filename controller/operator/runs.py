@@ -163,6 +163,8 @@ class Operator:
             others=self.index.mounted_claims(run.namespace, run.uid) if needs_claims else {},
             room=needs_claims and self.capacity.wants_room(run, facts),
             room_node=self.capacity.room_node(run.uid),
+            resolving=(self.capacity.waits_for_resolution(run, facts)
+                       if needs_claims and existing is None else None),
         )
 
     def _claims(self, namespace: str) -> Sequence[Mapping[str, Any]]:

@@ -127,7 +127,8 @@ def test_tasks_by_reference_are_read_and_unknown_ones_use_the_policy_estimate() 
         {"name": "three", "taskRef": {"resolver": "git", "params": []}},
         {"name": "custom", "taskRef": {"apiVersion": "example.dev/v1", "kind": "Wait"}},
     ]}
-    got = peak.estimate(spec, tasks.get, {}, unknown_task={"cpu": 1000})
+    got = peak.estimate(spec, lambda ref: tasks.get(ref.get("name", "")), {},
+                        unknown_task={"cpu": 1000})
     assert got.unknown == ("two", "three")
     assert got.tasks["custom"] == {}
     assert got.peak == {"cpu": 4000, "pods": 3000}

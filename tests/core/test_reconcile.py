@@ -118,3 +118,15 @@ def test_a_run_that_needs_room_waits_for_its_reservation_before_its_balloon_is_m
     assert waiting.verb is Verb.NONE and waiting.manifest is not None  # the plan, for the scout
     assert reconcile.decide(replace(base, room=True, room_node="n1")).verb is Verb.CREATE
     assert reconcile.decide(base).verb is Verb.CREATE
+
+
+def test_while_tekton_resolves_a_remote_run_no_balloon_is_made_and_an_existing_one_stays() -> None:
+    """Tekton makes no TaskRun before it has resolved every task: the anchor waits for the
+    run's peak at no cost. A balloon already made is never taken back for it."""
+    base = observe()
+    held = reconcile.decide(replace(base, resolving="task build"))
+    assert held.verb is Verb.NONE and held.manifest is None
+    assert "task build" in held.why
+    existing = current_balloon()
+    assert reconcile.decide(replace(observe(existing=existing), resolving="x")).verb is Verb.KEEP
+    assert reconcile.decide(base).verb is Verb.CREATE

@@ -110,6 +110,15 @@ class MemoryCaches:
 
     def __init__(self, kube: MemoryKube) -> None:
         self.kube = kube
+        self.listeners: dict[str, list[Any]] = {}
+
+    def listen(self, kind: str, listener: Any) -> None:
+        self.listeners.setdefault(kind, []).append(listener)
+
+    def changed(self, kind: str, namespace: str = "team-a") -> None:
+        """A watch event of the kind in the namespace, as the caches tell their listeners."""
+        for listener in self.listeners.get(kind, []):
+            listener(namespace)
 
     def balloon(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.kube.statefulsets.get(name)

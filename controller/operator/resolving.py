@@ -1,0 +1,96 @@
+"""Runs behind Tekton's resolvers, the adapter: their tasks' specs from the ResolutionRequests
+Tekton makes for them (core/resolution.py, read from the leader's watch cache), and their
+anchor held while Tekton resolves, so that the run's peak, not a guess, chooses the node.
+
+A held run is reconciled again when a ResolutionRequest of its namespace changes, when Tekton
+writes the run's status (its pipeline resolved, its TaskRuns made), and by the resync.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from controller.core import resolution, tekton
+from controller.core.peak import Reader
+from controller.core.times import parse_time
+from controller.kube.caches import Caches
+
+KIND = "resolutionrequests"
+# Seconds from a run's creation after which its anchor no longer waits for resolution (and the
+# tasks still unresolved count as the policy's unknownTask). Tekton fails a request after a
+# minute (config-defaults default-maximum-resolution-timeout), and makes no TaskRun before
+# every task is resolved, so a longer hold would not have kept any pod waiting either.
+HOLD = 120.0
+
+
+class Resolving:
+    def __init__(
+        self,
+        caches: Caches | None,
+        live: Callable[[str], Mapping[str, Any] | None],
+        reconcile: Callable[[Mapping[str, Any]], object],
+    ) -> None:
+        self.caches = caches
+        self.live = live
+        self.reconcile = reconcile
+        self._held: dict[str, str] = {}  # run uid -> namespace
+        self._lock = threading.Lock()
+        if caches is not None:
+            caches.listen(KIND, self.on_requests)
+
+    def requests(self, run: tekton.PipelineRun) -> list[resolution.Request] | None:
+        """The run's ResolutionRequests; None while the namespace's cache is not synced."""
+        listed = self.caches.listed(KIND, run.namespace) if self.caches is not None else None
+        return None if listed is None else resolution.owned_by(listed, run.uid)
+
+    def reader(self, run: tekton.PipelineRun, local: Reader) -> Reader:
+        """Reads a remote `taskRef` from what Tekton resolved for the run, others by `local`."""
+        requests: list[resolution.Request] | None = None
+
+        def read(ref: Mapping[str, Any]) -> Mapping[str, Any] | None:
+            nonlocal requests
+            if not resolution.remote(ref):
+                return local(ref)
+            if requests is None:
+                requests = self.requests(run) or []
+            return resolution.resolved_spec(ref, requests)
+
+        return read
+
+    def settled(self, run: tekton.PipelineRun) -> bool:
+        """Nothing of the run is left to resolve (or nothing ever was)."""
+        if not resolution.has_remote(run):
+            return True
+        requests = self.requests(run)
+        return requests is not None and resolution.pending(run, requests) is None
+
+    def pending(self, run: tekton.PipelineRun) -> str | None:
+        """What Tekton still resolves for the run, while its anchor may wait for it."""
+        requests = self.requests(run) if resolution.has_remote(run) else None
+        why = resolution.pending(run, requests) if requests is not None else None
+        made = parse_time(run.created)
+        young = made is None or (datetime.now(UTC) - made).total_seconds() < HOLD
+        with self._lock:
+            if why and young:
+                self._held[run.uid] = run.namespace
+                return why
+            self._held.pop(run.uid, None)
+        return None
+
+    def on_requests(self, namespace: str) -> None:
+        """A ResolutionRequest of the namespace changed: the runs held there look again."""
+        with self._lock:
+            held = [uid for uid, ns in self._held.items() if ns == namespace]
+        for uid in held:
+            body = self.live(uid)
+            if body is None:
+                self.forget(uid)
+            else:
+                self.reconcile(body)
+
+    def forget(self, run_uid: str) -> None:
+        with self._lock:
+            self._held.pop(run_uid, None)

@@ -1,0 +1,99 @@
+"""Runs behind Tekton's resolvers: the anchor waits while Tekton resolves, then the tasks it
+fetched give the run's peak."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from controller.core import reservation
+from controller.core.policy import Capacity, PolicyResolution
+from controller.operator.resolving import HOLD
+from tests import factories
+from tests.operator.test_capacity import BUILDS
+from tests.operator.test_runs import make
+
+GIT = {"url": "https://git.example/ci.git", "pathInRepo": "build.yaml"}
+REF = {"resolver": "git", "params": [{"name": k, "value": v} for k, v in GIT.items()]}
+BUILD = {"apiVersion": "tekton.dev/v1", "kind": "Task", "metadata": {"name": "build"},
+         "spec": {"steps": [{"name": "s", "image": "x",
+                             "computeResources": {"requests": {"cpu": "2"}}}]}}
+
+
+def remote_run(age: float = 1.0) -> dict[str, Any]:
+    """A run whose pipeline is behind a resolver, made `age` seconds ago."""
+    body = factories.pipelinerun()
+    body["spec"]["pipelineRef"] = {"resolver": "bundles", "params": [
+        {"name": "bundle", "value": "registry.example/ci:1"}, {"name": "name", "value": "ci"}]}
+    made = datetime.now(UTC) - timedelta(seconds=age)
+    body["metadata"]["creationTimestamp"] = made.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return body
+
+
+def pipeline_resolved(body: dict[str, Any]) -> None:
+    """Tekton has written the resolved pipeline (fan-out of three remote builds) into the run."""
+    body["status"]["pipelineSpec"] = {"tasks": [
+        {"name": b, "taskRef": REF} for b in BUILDS]}
+
+
+def test_the_anchor_waits_while_tekton_resolves_then_the_scout_asks_for_the_fetched_peak() -> None:
+    operator, kube = make(caches=True)
+    body = remote_run()
+    kube.runs[body["metadata"]["name"]] = body
+    operator.reconcile_run(body)
+    assert kube.statefulsets == {} and kube.pods == {}  # its pipeline is being resolved
+    pipeline_resolved(body)
+    operator.reconcile_run(body)
+    assert kube.statefulsets == {} and kube.pods == {}  # its tasks are being resolved
+    request = factories.resolution_request(GIT)
+    kube.objects["resolutionrequests"] = {"rr": request}
+    operator.caches.changed("resolutionrequests")  # type: ignore[union-attr]
+    assert kube.pods == {}  # made, not resolved yet
+    kube.objects["resolutionrequests"] = {"rr": factories.resolution_request(GIT, BUILD)}
+    operator.caches.changed("resolutionrequests")  # type: ignore[union-attr]
+    [scout] = kube.pods.values()  # the run was looked at again: three builds of 2 CPUs
+    assert scout["metadata"]["annotations"][reservation.ANNOTATION_ROLE] == reservation.SCOUT
+    assert scout["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "6"}
+    assert kube.statefulsets == {}  # the balloon follows the scout, as for any run
+
+
+def test_a_request_of_another_namespace_does_not_wake_the_run() -> None:
+    operator, kube = make(caches=True)
+    body = remote_run()
+    pipeline_resolved(body)
+    kube.runs[body["metadata"]["name"]] = body
+    operator.reconcile_run(body)
+    kube.objects["resolutionrequests"] = {"rr": factories.resolution_request(GIT, BUILD)}
+    operator.caches.changed("resolutionrequests", "team-b")  # type: ignore[union-attr]
+    assert kube.pods == {} and kube.statefulsets == {}
+
+
+def test_once_tekton_has_made_task_runs_the_anchor_no_longer_waits() -> None:
+    operator, kube = make(caches=True)
+    body = remote_run()
+    pipeline_resolved(body)
+    body["status"]["childReferences"] = [{"kind": "TaskRun", "name": "build-42-build-a"}]
+    kube.runs[body["metadata"]["name"]] = body
+    operator.reconcile_run(body)
+    assert len(kube.statefulsets) == 1  # nothing known to size a scout: the balloon alone
+
+
+def test_a_resolution_slower_than_the_hold_anchors_with_what_is_known() -> None:
+    operator, kube = make(caches=True)
+    body = remote_run(age=HOLD + 1)
+    pipeline_resolved(body)
+    kube.runs[body["metadata"]["name"]] = body
+    operator.reconcile_run(body)
+    assert len(kube.statefulsets) == 1
+
+
+def test_with_capacity_aware_anchoring_off_the_anchor_does_not_wait() -> None:
+    operator, kube = make(caches=True)
+    facts = operator.view.facts
+    off = replace(facts.defaults.policy, capacity=Capacity(anchor=False))
+    operator.view.facts = replace(facts, defaults=PolicyResolution(off))
+    body = remote_run()
+    kube.runs[body["metadata"]["name"]] = body
+    operator.reconcile_run(body)
+    assert len(kube.statefulsets) == 1
