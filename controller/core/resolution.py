@@ -109,29 +109,33 @@ def resolved_spec(ref: Mapping[str, Any], requests: Iterable[Request], kind: str
     return None
 
 
-def _tasks(run: PipelineRun) -> list[Mapping[str, Any]]:
-    spec = run.pipeline_spec
+def _tasks(run: PipelineRun, named: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    spec = run.pipeline_spec or named or {}
     return [t for t in [*(spec.get("tasks") or []), *(spec.get("finally") or [])]
             if isinstance(t, Mapping)]
 
 
-def has_remote(run: PipelineRun) -> bool:
-    """Whether the run's pipeline, or a task of it, is behind a resolver."""
+def has_remote(run: PipelineRun, named: Mapping[str, Any] | None = None) -> bool:
+    """Whether the run's pipeline, or a task of it, is behind a resolver. `named`: the spec of
+    the Pipeline its pipelineRef names, before Tekton has written it into the run's status."""
     return remote(run.spec.get("pipelineRef")) or any(
-        remote(t.get("taskRef")) for t in _tasks(run)
+        remote(t.get("taskRef")) for t in _tasks(run, named)
     )
 
 
-def pending(run: PipelineRun, requests: Iterable[Request]) -> str | None:
+def pending(run: PipelineRun, requests: Iterable[Request],
+            named: Mapping[str, Any] | None = None) -> str | None:
     """What Tekton is still resolving of the run's pipeline and tasks, or None once nothing is
     (or Tekton has made TaskRuns, which it does only after resolving every task). A request
-    that failed is not pending: Tekton fails the run."""
+    that failed is not pending: Tekton fails the run. `named` as for `has_remote`: its taskRef
+    params may still hold `$(params...)`, which match no request until Tekton writes the
+    substituted pipeline into the run's status."""
     if run.status.get("childReferences"):
         return None
     if remote(run.spec.get("pipelineRef")) and not run.pipeline_spec:
         return "its pipeline"
     requests = list(requests)
-    for task in _tasks(run):
+    for task in _tasks(run, named):
         ref = task.get("taskRef")
         if remote(ref) and all(r.state == RESOLVING for r in _matching(ref, requests)):
             return f"task {task.get('name')}"

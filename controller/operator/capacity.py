@@ -59,7 +59,7 @@ class Capacity:
         self.live = live
         self.facts = facts
         self.reconcile = reconcile
-        self.resolving = Resolving(caches, live, reconcile)
+        self.resolving = Resolving(caches, live, reconcile, self._named_pipeline)
         self._acted: dict[str, float] = {}  # run uid -> when its reservation last changed
         self._estimates: dict[str, peak.Estimate] = {}
         self._lock = threading.RLock()

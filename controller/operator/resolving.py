@@ -32,10 +32,12 @@ class Resolving:
         caches: Caches | None,
         live: Callable[[str], Mapping[str, Any] | None],
         reconcile: Callable[[Mapping[str, Any]], object],
+        named_pipeline: Callable[[tekton.PipelineRun], Mapping[str, Any] | None],
     ) -> None:
         self.caches = caches
         self.live = live
         self.reconcile = reconcile
+        self.named_pipeline = named_pipeline
         self._held: dict[str, str] = {}  # run uid -> namespace
         self._lock = threading.Lock()
         if caches is not None:
@@ -60,17 +62,23 @@ class Resolving:
 
         return read
 
+    def _pending(self, run: tekton.PipelineRun) -> tuple[bool, str | None]:
+        """Whether the run has remote parts, and what of them Tekton still resolves (None
+        too while the cache is not synced: then nothing is known to wait for)."""
+        named = None if run.pipeline_spec else self.named_pipeline(run)
+        if not resolution.has_remote(run, named):
+            return False, None
+        requests = self.requests(run)
+        return True, resolution.pending(run, requests, named) if requests is not None else None
+
     def settled(self, run: tekton.PipelineRun) -> bool:
         """Nothing of the run is left to resolve (or nothing ever was)."""
-        if not resolution.has_remote(run):
-            return True
-        requests = self.requests(run)
-        return requests is not None and resolution.pending(run, requests) is None
+        remote, why = self._pending(run)
+        return not remote or (why is None and self.requests(run) is not None)
 
     def pending(self, run: tekton.PipelineRun) -> str | None:
         """What Tekton still resolves for the run, while its anchor may wait for it."""
-        requests = self.requests(run) if resolution.has_remote(run) else None
-        why = resolution.pending(run, requests) if requests is not None else None
+        why = self._pending(run)[1]
         made = parse_time(run.created)
         young = made is None or (datetime.now(UTC) - made).total_seconds() < HOLD
         with self._lock:

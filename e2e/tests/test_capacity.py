@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from e2e.harness import capacity, faults
+from e2e.harness import capacity, faults, resolver
 from e2e.harness import tekton_runs as tr
 from e2e.harness.coscheduler import Coscheduler
 from e2e.harness.faults import Pool
@@ -72,3 +72,23 @@ def test_a_peak_that_fits_no_node_is_said_and_anchored_where_most_of_it_fits(
     assert s.anchor(run) == pool.big
     assert tr.outcome(s.done(run)) == ("True", "Succeeded")
     assert {p.node for p in s.recorder.pods(run["metadata"]["uid"])} == {pool.big}
+
+
+def test_a_run_behind_resolvers_is_anchored_where_the_peak_they_fetched_fits(
+    runs: Runs, pool: Pool
+) -> None:
+    """The same run with its pipeline and every task behind a resolver (as catalogs are
+    used): Tekton resolves them one request a second before it makes any TaskRun, and the
+    anchor waits for that, so the peak it fetched, not a guess, chooses the node."""
+    s = runs
+    faults.volumes_across_the_pool(s.cluster, pool)
+    capacity.filler(s.cluster, s.ns, pool.big, "1")
+    with resolver.Resolver(s.cluster, s.ns, delay=0.3) as fetched:
+        body = fetched.remote(capacity.fan_out(tr.unique("remote"), pool, build_cpu="2"))
+        run = s.start(body)
+        assert s.anchor(run, timeout=90) == pool.big
+        assert tr.outcome(s.done(run)) == ("True", "Succeeded")
+    assert len(fetched.answered) >= 4  # the pipeline, fetch, the builds' Task, publish
+    pods = s.recorder.pods(run["metadata"]["uid"])
+    assert {p.node for p in pods} == {pool.big}
+    assert capacity.layer_spread(pods, tr.FAN_OUT) < 5

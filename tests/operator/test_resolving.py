@@ -97,3 +97,18 @@ def test_with_capacity_aware_anchoring_off_the_anchor_does_not_wait() -> None:
     kube.runs[body["metadata"]["name"]] = body
     operator.reconcile_run(body)
     assert len(kube.statefulsets) == 1
+
+
+def test_a_pipeline_by_name_whose_tasks_are_behind_a_resolver_waits_for_them_too() -> None:
+    operator, kube = make(caches=True)
+    kube.objects["pipelines"] = {"fan-out-in": {"spec": {"tasks": [
+        {"name": b, "taskRef": REF} for b in BUILDS]}}}
+    body = remote_run()
+    body["spec"]["pipelineRef"] = {"name": "fan-out-in"}
+    kube.runs[body["metadata"]["name"]] = body
+    operator.reconcile_run(body)
+    assert kube.statefulsets == {} and kube.pods == {}
+    kube.objects["resolutionrequests"] = {"rr": factories.resolution_request(GIT, BUILD)}
+    operator.caches.changed("resolutionrequests")  # type: ignore[union-attr]
+    [scout] = kube.pods.values()
+    assert scout["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "6"}
