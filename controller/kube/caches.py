@@ -37,7 +37,7 @@ class Caches:
                 custom, (resolution.GROUP, resolution.VERSION), (resolution.PLURAL,)
             ),
         }
-        self._listeners: dict[str, list[Callable[[str], None]]] = {}
+        self._listeners: dict[str, list[Callable[[Mapping[str, Any]], None]]] = {}
         self._stores: dict[tuple[str, str], Store] = {}  # (kind, namespace) -> objects
         self._watches: dict[tuple[str, str], Reflector] = {}
         self._active = False  # only a leader keeps these caches
@@ -84,21 +84,24 @@ class Caches:
                     (*before, ns, *after),
                     functools.partial(self._on_store, (kind, ns)),
                     timeout=self.timeout,
+                    on_object=functools.partial(self._on_object, kind),
                 )
         for key in added:
             start_thread(self._watches[key].run, f"watch-{key[0]}-{key[1]}")
 
-    def listen(self, kind: str, listener: Callable[[str], None]) -> None:
-        """`listener(namespace)` after each change to the namespace's objects of the kind."""
+    def listen(self, kind: str, listener: Callable[[Mapping[str, Any]], None]) -> None:
+        """`listener(object)` for each object of the kind that a watch event brings, once the
+        cache holds it (a relist tells nothing: the resync is there for what was missed)."""
         self._listeners.setdefault(kind, []).append(listener)
+
+    def _on_object(self, kind: str, obj: Mapping[str, Any]) -> None:
+        for listener in self._listeners.get(kind, ()):
+            listener(obj)
 
     def _on_store(self, key: tuple[str, str], store: Store) -> None:
         with self._lock:
-            if key not in self._watches:
-                return
-            self._stores[key] = store
-        for listener in self._listeners.get(key[0], ()):
-            listener(key[1])
+            if key in self._watches:
+                self._stores[key] = store
 
     # -- reads --------------------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ class Reflector:
         *,
         timeout: float = 30.0,
         watch_seconds: int = 240,
+        on_object: Callable[[Obj], None] | None = None,
         **kwargs: Any,
     ) -> None:
         self.name = name
@@ -48,6 +49,8 @@ class Reflector:
         self._args = args
         self._kwargs = kwargs
         self._on_change = on_change
+        # Each object a watch event brings, after on_change (not those of a list).
+        self._on_object = on_object
         self._timeout = timeout
         self._watch_seconds = watch_seconds
         self.synced = threading.Event()
@@ -114,6 +117,8 @@ class Reflector:
                 else:
                     store[_key(obj)] = obj
                 self._on_change(dict(store))
+                if self._on_object is not None:
+                    self._on_object(obj)
                 if self._stopped.is_set():
                     return
 

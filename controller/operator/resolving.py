@@ -2,7 +2,7 @@
 Tekton makes for them (core/resolution.py, read from the leader's watch cache), and their
 anchor held while Tekton resolves, so that the run's peak, not a guess, chooses the node.
 
-A held run is reconciled again when a ResolutionRequest of its namespace changes, when Tekton
+A held run is reconciled again when a ResolutionRequest it owns changes, when Tekton
 writes the run's status (its pipeline resolved, its TaskRuns made), and by the resync.
 """
 
@@ -38,10 +38,10 @@ class Resolving:
         self.live = live
         self.reconcile = reconcile
         self.named_pipeline = named_pipeline
-        self._held: dict[str, str] = {}  # run uid -> namespace
+        self._held: set[str] = set()  # uids of runs whose anchor waits
         self._lock = threading.Lock()
         if caches is not None:
-            caches.listen(KIND, self.on_requests)
+            caches.listen(KIND, self.on_request)
 
     def requests(self, run: tekton.PipelineRun) -> list[resolution.Request] | None:
         """The run's ResolutionRequests; None while the namespace's cache is not synced."""
@@ -83,16 +83,19 @@ class Resolving:
         young = made is None or (datetime.now(UTC) - made).total_seconds() < HOLD
         with self._lock:
             if why and young:
-                self._held[run.uid] = run.namespace
+                self._held.add(run.uid)
                 return why
-            self._held.pop(run.uid, None)
+            self._held.discard(run.uid)
         return None
 
-    def on_requests(self, namespace: str) -> None:
-        """A ResolutionRequest of the namespace changed: the runs held there look again."""
-        with self._lock:
-            held = [uid for uid, ns in self._held.items() if ns == namespace]
-        for uid in held:
+    def on_request(self, request: Mapping[str, Any]) -> None:
+        """A ResolutionRequest changed: the held run that owns it looks again (one lookup an
+        event, however many runs are held)."""
+        owners = (request.get("metadata") or {}).get("ownerReferences") or []
+        for uid in {str(o.get("uid")) for o in owners if isinstance(o, Mapping)}:
+            with self._lock:
+                if uid not in self._held:
+                    continue
             body = self.live(uid)
             if body is None:
                 self.forget(uid)
@@ -101,4 +104,4 @@ class Resolving:
 
     def forget(self, run_uid: str) -> None:
         with self._lock:
-            self._held.pop(run_uid, None)
+            self._held.discard(run_uid)

@@ -37,6 +37,12 @@ def pipeline_resolved(body: dict[str, Any]) -> None:
         {"name": b, "taskRef": REF} for b in BUILDS]}
 
 
+def seen(operator: Any, kube: Any, request: dict[str, Any]) -> None:
+    """The ResolutionRequest watch brings the request (the cache holds it)."""
+    kube.objects.setdefault("resolutionrequests", {})[request["metadata"]["name"]] = request
+    operator.caches.changed("resolutionrequests", request)
+
+
 def test_the_anchor_waits_while_tekton_resolves_then_the_scout_asks_for_the_fetched_peak() -> None:
     operator, kube = make(caches=True)
     body = remote_run()
@@ -46,27 +52,33 @@ def test_the_anchor_waits_while_tekton_resolves_then_the_scout_asks_for_the_fetc
     pipeline_resolved(body)
     operator.reconcile_run(body)
     assert kube.statefulsets == {} and kube.pods == {}  # its tasks are being resolved
-    request = factories.resolution_request(GIT)
-    kube.objects["resolutionrequests"] = {"rr": request}
-    operator.caches.changed("resolutionrequests")  # type: ignore[union-attr]
+    seen(operator, kube, factories.resolution_request(GIT))
     assert kube.pods == {}  # made, not resolved yet
-    kube.objects["resolutionrequests"] = {"rr": factories.resolution_request(GIT, BUILD)}
-    operator.caches.changed("resolutionrequests")  # type: ignore[union-attr]
+    seen(operator, kube, factories.resolution_request(GIT, BUILD))
     [scout] = kube.pods.values()  # the run was looked at again: three builds of 2 CPUs
     assert scout["metadata"]["annotations"][reservation.ANNOTATION_ROLE] == reservation.SCOUT
     assert scout["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "6"}
     assert kube.statefulsets == {}  # the balloon follows the scout, as for any run
 
 
-def test_a_request_of_another_namespace_does_not_wake_the_run() -> None:
+def test_a_request_of_another_run_neither_wakes_the_run_nor_counts_for_it() -> None:
     operator, kube = make(caches=True)
     body = remote_run()
     pipeline_resolved(body)
     kube.runs[body["metadata"]["name"]] = body
     operator.reconcile_run(body)
-    kube.objects["resolutionrequests"] = {"rr": factories.resolution_request(GIT, BUILD)}
-    operator.caches.changed("resolutionrequests", "team-b")  # type: ignore[union-attr]
+    woken: list[str] = []
+    resolving = operator.capacity.resolving
+    reconcile = resolving.reconcile
+    resolving.reconcile = lambda b: woken.append(b["metadata"]["uid"]) or reconcile(b)
+    seen(operator, kube, factories.resolution_request(GIT, BUILD, owner_uid="another-run"))
+    assert woken == [] and kube.pods == {} and kube.statefulsets == {}
+    operator.reconcile_run(body)  # the resync
     assert kube.pods == {} and kube.statefulsets == {}
+    seen(operator, kube, factories.resolution_request(GIT, BUILD))
+    assert woken == [factories.RUN_UID] and len(kube.pods) == 1
+    seen(operator, kube, factories.resolution_request(GIT, BUILD, name="again"))
+    assert woken == [factories.RUN_UID]  # no longer held: its requests cost nothing
 
 
 def test_once_tekton_has_made_task_runs_the_anchor_no_longer_waits() -> None:
@@ -108,7 +120,6 @@ def test_a_pipeline_by_name_whose_tasks_are_behind_a_resolver_waits_for_them_too
     kube.runs[body["metadata"]["name"]] = body
     operator.reconcile_run(body)
     assert kube.statefulsets == {} and kube.pods == {}
-    kube.objects["resolutionrequests"] = {"rr": factories.resolution_request(GIT, BUILD)}
-    operator.caches.changed("resolutionrequests")  # type: ignore[union-attr]
+    seen(operator, kube, factories.resolution_request(GIT, BUILD))
     [scout] = kube.pods.values()
     assert scout["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "6"}

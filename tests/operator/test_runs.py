@@ -115,10 +115,10 @@ class MemoryCaches:
     def listen(self, kind: str, listener: Any) -> None:
         self.listeners.setdefault(kind, []).append(listener)
 
-    def changed(self, kind: str, namespace: str = "team-a") -> None:
-        """A watch event of the kind in the namespace, as the caches tell their listeners."""
+    def changed(self, kind: str, obj: dict[str, Any]) -> None:
+        """A watch event brought the object (already in `kube.objects`)."""
         for listener in self.listeners.get(kind, []):
-            listener(namespace)
+            listener(obj)
 
     def balloon(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.kube.statefulsets.get(name)
