@@ -9,6 +9,7 @@ the new node, and pods bound beside the old one were not misplaced.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -70,6 +71,8 @@ class Placement:
         self._asked: set[str] = set()  # runs whose balloon pods were listed once
         # run uid -> its pods bound while its new balloon pod was not yet: judged once it is
         self._unjudged: dict[str, list[BoundPod]] = {}
+        # run uid -> a move seen before the old pod's deletion was: (left, to, run, since)
+        self._unexplained: dict[str, tuple[str, str, Any, float]] = {}
         self._lock = threading.Lock()
 
     def node_of(self, namespace: str, run_uid: str) -> str | None:
@@ -96,6 +99,7 @@ class Placement:
             self._moving.pop(run_uid, None)
             self._asked.discard(run_uid)
             self._unjudged.pop(run_uid, None)
+            self._unexplained.pop(run_uid, None)
 
     def expect_move(self, run_uid: str, node: str, why: str) -> None:
         """The operator is moving the anchor off `node` (core/anchor.py)."""
@@ -110,7 +114,13 @@ class Placement:
         if deleted:
             if node:
                 with self._lock:
-                    self._moving.setdefault(uid, (node, gone_because(pod)))
+                    pending = self._unexplained.get(uid)
+                    if pending is not None and pending[0] == node:
+                        del self._unexplained[uid]
+                    else:
+                        self._moving.setdefault(uid, (node, gone_because(pod)))
+                if pending is not None and pending[0] == node:
+                    self._tell_moved(uid, pending[2], node, pending[1], gone_because(pod))
             return
         if not node or meta.get("deletionTimestamp"):
             # Waiting for a node (core/waiting.py decides when that is worth saying), or on its
@@ -123,19 +133,22 @@ class Placement:
             if moving is not None and moving[0] != node:
                 del self._moving[uid]
             unjudged = self._unjudged.pop(uid, [])
-        if moving is None and left:
-            moving = (left, "its pod was replaced")
         sts_name = balloon.balloon_name(uid)
         sts = self.balloon_of(ns, sts_name)
         annotations = (sts or {}).get("metadata", {}).get("annotations") or {}
-        if sts is None or annotations.get(names.ANNOTATION_ANCHORED_NODE) == node:
+        anchored = str(annotations.get(names.ANNOTATION_ANCHORED_NODE) or "")
+        if sts is None or anchored == node:
             self._judge(uid, unjudged)
             return
         if moving is not None and moving[0] != node:
-            self.metrics.anchor_moves.labels(reason=_label(moving[1])).inc()
-            notice = anchor.moved_notice(moving[0], node, moving[1])
-            self.notifier.tell(ref, notice, (uid, "moved", node))
-        elif not annotations.get(names.ANNOTATION_ANCHORED_NODE):
+            self._tell_moved(uid, ref, moving[0], node, moving[1])
+        elif anchored or (left and left != node):
+            # kopf handles each pod's events in a worker of its own, so the old pod's deletion,
+            # which says why it went, may come after its successor's binding: the move is said
+            # then, or by the resync after a grace (flush_moves).
+            with self._lock:
+                self._unexplained[uid] = (anchored or str(left), node, ref, time.monotonic())
+        else:
             self._observe_time_to_anchor(annotations, pod)
             self.notifier.tell(
                 ref, Notice("Anchored", f"the run's pods go to node {node}", warning=False),
@@ -143,6 +156,21 @@ class Placement:
             )
         self.kube.annotate_statefulset(ns, sts_name, {names.ANNOTATION_ANCHORED_NODE: node})
         self._judge(uid, unjudged)
+
+    def _tell_moved(self, uid: str, ref: Any, left: str, node: str, why: str) -> None:
+        self.metrics.anchor_moves.labels(reason=_label(why)).inc()
+        self.notifier.tell(ref, anchor.moved_notice(left, node, why), (uid, "moved", node))
+
+    def flush_moves(self, grace: float = 10.0) -> None:
+        """Moves whose old pod's deletion was never seen (a watch that restarted), said after
+        `grace` seconds with what is known (called by the resync)."""
+        now = time.monotonic()
+        with self._lock:
+            due = {u: m for u, m in self._unexplained.items() if now - m[3] >= grace}
+            for uid in due:
+                del self._unexplained[uid]
+        for uid, (left, node, ref, _) in due.items():
+            self._tell_moved(uid, ref, left, node, "its pod was replaced")
 
     def _judge(self, run_uid: str, pods: list[BoundPod]) -> None:
         """Pods bound while the run's new balloon pod was not: misplaced unless beside an
