@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import base64
 import copy
+import hashlib
 import json
 import threading
 from collections.abc import Mapping
 from typing import Any
 
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from e2e.harness.cluster.api import ClusterApi
 
@@ -32,6 +34,7 @@ class Resolver:
         self.cluster, self.ns, self.delay = cluster, namespace, delay
         self.objects: dict[str, dict[str, Any]] = {}  # path -> object
         self.answered: set[str] = set()  # request names
+        self.errors: list[str] = []  # what the API server refused, for a failing test to show
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="e2e-resolver", daemon=True)
 
@@ -73,7 +76,10 @@ class Resolver:
                     label_selector=f"resolution.tekton.dev/type={NAME}",
                 )
                 for request in listed.get("items") or []:
-                    self._answer(custom, request)
+                    try:
+                        self._answer(custom, request)
+                    except ApiException as exc:  # answered on the next round
+                        self.errors.append(f"{exc.status} {exc.reason}: {exc.body}")
 
     def _answer(self, custom: client.CustomObjectsApi, request: Mapping[str, Any]) -> None:
         name = request["metadata"]["name"]
@@ -85,9 +91,15 @@ class Resolver:
             return  # not ours to answer: Tekton fails it after its timeout
         if self.delay:
             self._stop.wait(self.delay)
-        data = base64.b64encode(json.dumps(obj).encode()).decode()
+        raw = json.dumps(obj).encode()
+        # What a resolver writes (the CRD requires all three): the object, and where it came
+        # from, as provenance.
+        origin = {"uri": f"{NAME}://{params.get('pathInRepo')}",
+                  "digest": {"sha256": hashlib.sha256(raw).hexdigest()},
+                  "entryPoint": str(params.get("pathInRepo"))}
+        status = {"data": base64.b64encode(raw).decode(), "refSource": origin, "source": origin}
         custom.patch_namespaced_custom_object_status(
-            GROUP, VERSION, self.ns, PLURAL, name, {"status": {"data": data}}
+            GROUP, VERSION, self.ns, PLURAL, name, {"status": status}
         )
         self.answered.add(name)
 

@@ -86,7 +86,7 @@ def test_a_run_behind_resolvers_is_anchored_where_the_peak_they_fetched_fits(
     with resolver.Resolver(s.cluster, s.ns, delay=0.3) as fetched:
         body = fetched.remote(capacity.fan_out(tr.unique("remote"), pool, build_cpu="2"))
         run = s.start(body)
-        assert s.anchor(run, timeout=90) == pool.big
+        assert s.anchor(run, timeout=90) == pool.big, fetched.errors
         assert tr.outcome(s.done(run)) == ("True", "Succeeded")
     assert len(fetched.answered) >= 4  # the pipeline, fetch, the builds' Task, publish
     pods = s.recorder.pods(run["metadata"]["uid"])
