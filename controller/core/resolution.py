@@ -110,7 +110,7 @@ def resolved_spec(ref: Mapping[str, Any], requests: Iterable[Request], kind: str
 
 
 def _tasks(run: PipelineRun, named: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
-    spec = run.pipeline_spec or named or {}
+    spec = run.substituted_pipeline_spec or named or {}
     return [t for t in [*(spec.get("tasks") or []), *(spec.get("finally") or [])]
             if isinstance(t, Mapping)]
 

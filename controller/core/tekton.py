@@ -161,6 +161,13 @@ class PipelineRun:
         """The pipeline as the run embeds it, or as Tekton resolved it into the status."""
         return _dict(self.spec.get("pipelineSpec")) or _dict(self.status.get("pipelineSpec"))
 
+    @property
+    def substituted_pipeline_spec(self) -> dict[str, Any]:
+        """The pipeline with the run's params substituted, as Tekton writes it into the status
+        once resolved (what its ResolutionRequests' params were taken from); until then as
+        embedded."""
+        return _dict(self.status.get("pipelineSpec")) or _dict(self.spec.get("pipelineSpec"))
+
     def task_names(self) -> set[str] | None:
         """Names of the pipeline's tasks and finally tasks; None while the pipeline is unknown
         (a pipelineRef not yet resolved by Tekton)."""

@@ -76,7 +76,7 @@ class Capacity:
             known = self._estimates.get(run.uid)
         if known is not None:
             return self._learn(run.uid, known)
-        spec = run.pipeline_spec or self._named_pipeline(run)
+        spec = run.substituted_pipeline_spec or self._named_pipeline(run)
         if not spec or self.caches is None:
             return None
         ns = run.namespace

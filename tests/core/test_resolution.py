@@ -114,3 +114,18 @@ def test_a_run_has_remote_parts_when_its_pipeline_or_a_task_is_behind_a_resolver
     assert resolution.has_remote(run([{"name": "b", "taskRef": REF}], remote_pipeline=False))
     assert not resolution.has_remote(run([{"name": "b", "taskRef": {"name": "build"}}],
                                          remote_pipeline=False))
+
+
+def test_an_embedded_pipeline_s_task_is_matched_by_the_params_tekton_substituted() -> None:
+    """Tekton takes a request's params from the pipeline after substituting the run's params,
+    and writes that pipeline into the run's status: `$(params.revision)` matches no request."""
+    body = factories.pipelinerun()
+    templated = {**REF, "params": [*REF["params"][:1], {"name": "revision",
+                                                         "value": "$(params.revision)"},
+                                   *REF["params"][2:]]}
+    body["spec"]["pipelineSpec"] = {"tasks": [{"name": "build", "taskRef": templated}]}
+    requests = resolution.owned_by([factories.resolution_request(GIT, task("3"))],
+                                   factories.RUN_UID)
+    assert resolution.pending(PipelineRun.from_body(body), requests) == "task build"
+    body["status"]["pipelineSpec"] = {"tasks": [{"name": "build", "taskRef": REF}]}
+    assert resolution.pending(PipelineRun.from_body(body), requests) is None
