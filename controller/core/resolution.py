@@ -126,15 +126,18 @@ def has_remote(run: PipelineRun, named: Mapping[str, Any] | None = None) -> bool
 def pending(run: PipelineRun, requests: Iterable[Request],
             named: Mapping[str, Any] | None = None) -> str | None:
     """What Tekton is still resolving of the run's pipeline and tasks, or None once nothing is
-    (or Tekton has made TaskRuns, which it does only after resolving every task). A request
+    (Tekton makes TaskRuns only after resolving every task). A request
     that failed is not pending: Tekton fails the run. `named` as for `has_remote`: its taskRef
     params may still hold `$(params...)`, which match no request until Tekton writes the
     substituted pipeline into the run's status."""
+    requests = list(requests)
     if run.status.get("childReferences"):
-        return None
+        # Tekton has resolved everything: a request still resolving here is our watch behind
+        # Tekton's (its event is on the way); a task matched by no request is not waited for.
+        late = any(r.state == RESOLVING for r in requests)
+        return "a request the watch has not shown resolved yet" if late else None
     if remote(run.spec.get("pipelineRef")) and not run.pipeline_spec:
         return "its pipeline"
-    requests = list(requests)
     for task in _tasks(run, named):
         ref = task.get("taskRef")
         if remote(ref) and all(r.state == RESOLVING for r in _matching(ref, requests)):

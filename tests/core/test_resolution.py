@@ -104,9 +104,17 @@ def test_a_remote_task_is_pending_until_its_request_is_made_and_has_ended() -> N
         run(tasks), resolution.owned_by([done, failed], factories.RUN_UID)) is None
 
 
-def test_nothing_is_pending_once_tekton_has_made_task_runs() -> None:
+def test_once_tekton_has_made_task_runs_only_a_request_the_watch_shows_resolving_is_pending(
+) -> None:
+    """Tekton makes TaskRuns only once every request is resolved: one still resolving in the
+    cache is the watch lagging (its event is on the way); an unmatched task is not waited for."""
+    tasks = [{"name": "b", "taskRef": REF}]
     assert resolution.pending(run(None, children=True), []) is None
-    assert resolution.pending(run([{"name": "b", "taskRef": REF}], children=True), []) is None
+    assert resolution.pending(run(tasks, children=True), []) is None
+    lagging = resolution.owned_by([factories.resolution_request(GIT)], factories.RUN_UID)
+    assert resolution.pending(run(tasks, children=True), lagging) is not None
+    done = resolution.owned_by([factories.resolution_request(GIT, task("1"))], factories.RUN_UID)
+    assert resolution.pending(run(tasks, children=True), done) is None
 
 
 def test_a_run_has_remote_parts_when_its_pipeline_or_a_task_is_behind_a_resolver() -> None:
