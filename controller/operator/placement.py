@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from controller.core import affinity, anchor, balloon, names, tekton
 from controller.core.notices import Notice
@@ -39,6 +39,15 @@ def gone_because(pod: Mapping[str, Any]) -> str:
         if isinstance(cond, dict) and cond.get("type") == "DisruptionTarget":
             return GONE_BECAUSE.get(str(cond.get("reason")), str(cond.get("reason")))
     return "its pod was deleted"
+
+
+class Move(NamedTuple):
+    """A move of the anchor seen before the old balloon pod's deletion, which says why."""
+
+    left: str
+    to: str
+    run: dict[str, Any]  # the PipelineRun's reference, for the Event
+    since: float  # time.monotonic()
 
 
 @dataclass(frozen=True)
@@ -71,8 +80,8 @@ class Placement:
         self._asked: set[str] = set()  # runs whose balloon pods were listed once
         # run uid -> its pods bound while its new balloon pod was not yet: judged once it is
         self._unjudged: dict[str, list[BoundPod]] = {}
-        # run uid -> a move seen before the old pod's deletion was: (left, to, run, since)
-        self._unexplained: dict[str, tuple[str, str, Any, float]] = {}
+        # run uid -> a move seen before the old pod's deletion was
+        self._unexplained: dict[str, Move] = {}
         self._lock = threading.Lock()
 
     def node_of(self, namespace: str, run_uid: str) -> str | None:
@@ -114,13 +123,14 @@ class Placement:
         if deleted:
             if node:
                 with self._lock:
-                    pending = self._unexplained.get(uid)
-                    if pending is not None and pending[0] == node:
+                    move = self._unexplained.get(uid)
+                    if move is not None and move.left == node:
                         del self._unexplained[uid]
                     else:
+                        move = None
                         self._moving.setdefault(uid, (node, gone_because(pod)))
-                if pending is not None and pending[0] == node:
-                    self._tell_moved(uid, pending[2], node, pending[1], gone_because(pod))
+                if move is not None:
+                    self._tell_moved(uid, move.run, node, move.to, gone_because(pod))
             return
         if not node or meta.get("deletionTimestamp"):
             # Waiting for a node (core/waiting.py decides when that is worth saying), or on its
@@ -147,7 +157,7 @@ class Placement:
             # which says why it went, may come after its successor's binding: the move is said
             # then, or by the resync after a grace (flush_moves).
             with self._lock:
-                self._unexplained[uid] = (anchored or str(left), node, ref, time.monotonic())
+                self._unexplained[uid] = Move(anchored or str(left), node, ref, time.monotonic())
         else:
             self._observe_time_to_anchor(annotations, pod)
             self.notifier.tell(
@@ -157,7 +167,7 @@ class Placement:
         self.kube.annotate_statefulset(ns, sts_name, {names.ANNOTATION_ANCHORED_NODE: node})
         self._judge(uid, unjudged)
 
-    def _tell_moved(self, uid: str, ref: Any, left: str, node: str, why: str) -> None:
+    def _tell_moved(self, uid: str, ref: dict[str, Any], left: str, node: str, why: str) -> None:
         self.metrics.anchor_moves.labels(reason=_label(why)).inc()
         self.notifier.tell(ref, anchor.moved_notice(left, node, why), (uid, "moved", node))
 
@@ -166,11 +176,11 @@ class Placement:
         `grace` seconds with what is known (called by the resync)."""
         now = time.monotonic()
         with self._lock:
-            due = {u: m for u, m in self._unexplained.items() if now - m[3] >= grace}
+            due = {u: m for u, m in self._unexplained.items() if now - m.since >= grace}
             for uid in due:
                 del self._unexplained[uid]
-        for uid, (left, node, ref, _) in due.items():
-            self._tell_moved(uid, ref, left, node, "its pod was replaced")
+        for uid, move in due.items():
+            self._tell_moved(uid, move.run, move.left, move.to, "its pod was replaced")
 
     def _judge(self, run_uid: str, pods: list[BoundPod]) -> None:
         """Pods bound while the run's new balloon pod was not: misplaced unless beside an

@@ -62,23 +62,25 @@ class Resolving:
 
         return read
 
-    def _pending(self, run: tekton.PipelineRun) -> tuple[bool, str | None]:
-        """Whether the run has remote parts, and what of them Tekton still resolves (None
-        too while the cache is not synced: then nothing is known to wait for)."""
+    def _look(self, run: tekton.PipelineRun) -> tuple[bool, str | None]:
+        """Whether what the run needs resolved is known (it has no remote parts, or the cache
+        is synced), and what of it Tekton still resolves."""
         named = None if run.pipeline_spec else self.named_pipeline(run)
         if not resolution.has_remote(run, named):
-            return False, None
+            return True, None
         requests = self.requests(run)
-        return True, resolution.pending(run, requests, named) if requests is not None else None
+        if requests is None:
+            return False, None
+        return True, resolution.pending(run, requests, named)
 
     def settled(self, run: tekton.PipelineRun) -> bool:
         """Nothing of the run is left to resolve (or nothing ever was)."""
-        remote, why = self._pending(run)
-        return not remote or (why is None and self.requests(run) is not None)
+        known, why = self._look(run)
+        return known and why is None
 
     def pending(self, run: tekton.PipelineRun) -> str | None:
         """What Tekton still resolves for the run, while its anchor may wait for it."""
-        why = self._pending(run)[1]
+        why = self._look(run)[1]
         made = parse_time(run.created)
         young = made is None or (datetime.now(UTC) - made).total_seconds() < HOLD
         with self._lock:
