@@ -195,20 +195,28 @@ class PipelineRun:
             if name:
                 found.setdefault(name, Claim(name))
         for binding in _list(self.spec.get("workspaces")):
-            binding = _dict(binding)
             claim_name = _str(dig(binding, "persistentVolumeClaim", "claimName"))
-            template = _dict(binding.get("volumeClaimTemplate"))
-            if claim_name:
-                found.setdefault(claim_name, Claim(claim_name))
-            elif template and binding.get("name"):
-                name = tekton_pvc_name(
-                    _str(dig(template, "metadata", "name")), _str(binding["name"]), self.uid
-                )
-                modes = tuple(
-                    m for m in _list(dig(template, "spec", "accessModes")) if isinstance(m, str)
-                )
-                found.setdefault(name, Claim(name, modes))
+            claim = Claim(claim_name) if claim_name else self._templated(_dict(binding))
+            if claim is not None:
+                found.setdefault(claim.name, claim)
         return list(found.values())
+
+    def claims_tekton_makes(self) -> frozenset[str]:
+        """The claims Tekton makes for the run's volumeClaimTemplate workspaces, by its naming.
+        It makes them before the run's first TaskRun, so until then they do not exist."""
+        made = (self._templated(_dict(b)) for b in _list(self.spec.get("workspaces"))
+                if not dig(b, "persistentVolumeClaim", "claimName"))
+        return frozenset(c.name for c in made if c is not None)
+
+    def _templated(self, binding: Mapping[str, Any]) -> Claim | None:
+        template = _dict(binding.get("volumeClaimTemplate"))
+        if not template or not binding.get("name"):
+            return None
+        name = tekton_pvc_name(
+            _str(dig(template, "metadata", "name")), _str(binding["name"]), self.uid
+        )
+        modes = tuple(m for m in _list(dig(template, "spec", "accessModes")) if isinstance(m, str))
+        return Claim(name, modes)
 
 
 def opted_out(annotations: Mapping[str, Any]) -> bool:

@@ -10,6 +10,7 @@ the pod. A run that starts within the grace period gets no Warning.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -47,6 +48,15 @@ _FREES = {
 }
 
 
+_CLAIM_NOT_FOUND = re.compile(r'persistentvolumeclaim "([^"]+)" not found')
+
+
+def missing_claim(message: str) -> str:
+    """The claim the scheduler could not find, as it names it; "" if it names none."""
+    found = _CLAIM_NOT_FOUND.search(message)
+    return found.group(1) if found else ""
+
+
 def reason_of(message: str) -> str:
     for pattern, reason in _REASONS:
         if pattern.search(message):
@@ -70,10 +80,18 @@ class Waiting:
         return reason_of(self.message)
 
 
-def notice(w: Waiting, now: datetime, grace: float) -> Notice | None:
-    """The Warning to give once the pod has waited past the grace period; None before."""
+def notice(
+    w: Waiting, now: datetime, grace: float, tekton_makes: Collection[str] = ()
+) -> Notice | None:
+    """The Warning to give once the pod has waited past the grace period; None before.
+
+    `tekton_makes`: the claims Tekton makes for the run (its volumeClaimTemplate workspaces).
+    A balloon waiting for one of them waits for Tekton, which makes them before any TaskRun:
+    no pod of the run waits meanwhile, and nothing is said at any grace or load."""
     waited = (now - w.since).total_seconds()
     if waited < grace:
+        return None
+    if w.balloon and missing_claim(w.message) in tekton_makes:
         return None
     if w.balloon:
         return Notice(
@@ -100,3 +118,23 @@ def notice(w: Waiting, now: datetime, grace: float) -> Notice | None:
         else f"pod {w.pod} cannot be placed beside its anchor on {where} "
         f"(waiting {int(waited)}s): {w.message}. It starts with {frees}",
     )
+
+
+# The StatefulSet controller makes a balloon's pod within moments, even in a burst of runs: no
+# pod this long after, and no failure said, is a controller that does not run.
+CONTROLLER_GRACE = 60.0
+
+
+def no_pod(age: float, grace: float, failures: Sequence[str]) -> Notice | None:
+    """A balloon StatefulSet without a pod `age` seconds after it was made: a Warning once the
+    StatefulSet controller has said why it could not make one (`failures`: its FailedCreate
+    Events, newest last; quota, LimitRange, admission), or once it has been silent for long."""
+    if age < grace:
+        return None
+    if failures:
+        return Notice("BalloonNotPlaced", f"the balloon's pod could not be made ({failures[-1]}); "
+                      "the run's pods wait for it")
+    if age < max(grace, CONTROLLER_GRACE):
+        return None
+    return Notice("BalloonNotPlaced", f"the balloon's StatefulSet has made no pod in {int(age)}s "
+                  "(is kube-controller-manager running?); the run's pods wait for it")

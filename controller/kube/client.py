@@ -267,6 +267,15 @@ class Kube:
 
     # -- events --------------------------------------------------------------------------
 
+    def event_messages(self, namespace: str, uid: str, reason: str) -> list[str]:
+        """The messages of the Events of a reason about one object (by its uid), newest last."""
+        events = self.items(
+            self.core.list_namespaced_event, namespace,
+            field_selector=f"involvedObject.uid={uid},reason={reason}",
+        )
+        events.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+        return [str(e.get("message") or "") for e in events]
+
     def post_event(
         self, involved: Mapping[str, Any], reason: str, message: str, *, warning: bool
     ) -> None:

@@ -29,6 +29,7 @@ class BalloonPod:
     node: str
     tolerations: tuple[Mapping[str, Any], ...]
     claims: tuple[str, ...]
+    bound_at: datetime | None = None  # when the scheduler bound it (None: not yet)
 
 
 @dataclass
@@ -80,7 +81,15 @@ class PodIndex:
                     state.balloon = None
                 state.waiting.pop(pod_uid, None)
                 return uid, previous
+            bound_at = None
+            if node:
+                same = state.balloon if state.balloon and state.balloon.uid == pod_uid else None
+                cond = scheduled_condition(pod)
+                bound_at = (same.bound_at if same and same.bound_at else None) or (
+                    parse_time(cond.get("lastTransitionTime")) if cond.get("status") == "True"
+                    else None) or datetime.now(UTC)
             state.balloon = BalloonPod(
+                bound_at=bound_at,
                 name=str(meta.get("name") or ""),
                 namespace=state.namespace,
                 uid=pod_uid,

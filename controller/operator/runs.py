@@ -13,9 +13,8 @@ from typing import Any
 
 import structlog
 
-from controller.core import balloon, budget, names, reconcile, tekton
+from controller.core import balloon, budget, names, reconcile, tekton, waiting
 from controller.core.notices import Notice
-from controller.core.pods import scheduled_condition
 from controller.core.reconcile import Verb
 from controller.core.times import parse_time
 from controller.kube.caches import Caches
@@ -57,7 +56,8 @@ class Operator:
         self.index = PodIndex()
         self.placement = Placement(kube, metrics, self.notifier, self.index, self.balloon_of)
         self.anchors = AnchorGuard(kube, self.index, self.placement, metrics, self.notifier)
-        self.waiting = WaitingPods(settings, self.index, metrics, self.notifier)
+        self.waiting = WaitingPods(settings, self.index, metrics, self.notifier,
+                                   self._claims_tekton_makes)
         self.capacity = Capacity(
             settings, kube, caches, self.index, self.notifier, metrics, self.balloon_of,
             self.live.get, lambda: self.view.facts, self.reconcile_run,
@@ -72,6 +72,10 @@ class Operator:
         if self.caches is not None and self.caches.synced:
             return self.caches.balloon(namespace, name)
         return self.kube.get_statefulset(namespace, name)
+
+    def _claims_tekton_makes(self, run_uid: str) -> frozenset[str]:
+        body = self.live.get(run_uid)
+        return tekton.PipelineRun.from_body(body).claims_tekton_makes() if body else frozenset()
 
     def forget_run(self, body: Mapping[str, Any]) -> None:
         """The run is deleted (its balloon goes by garbage collection)."""
@@ -247,33 +251,24 @@ class Operator:
         policies.report(self.settings, self.kube, self.notifier, obj, neighbours)
 
     def check_placed(self, run: tekton.PipelineRun, sts: Mapping[str, Any]) -> None:
-        """A balloon that has no bound pod after a while is said on the run, with the why."""
+        """A balloon whose StatefulSet has made no pod after a while is said on the run, with
+        the StatefulSet controller's words. A pod that exists but waits for a node is said by
+        WaitingPods (BalloonUnschedulable), a balloon not made yet by what holds it."""
         created = parse_time(sts["metadata"].get("creationTimestamp"))
         if created is None:
             return
         age = (datetime.now(UTC) - created).total_seconds()
-        if age < self.settings.balloon_stuck_after or self.placement.node_of(
-            run.namespace, run.uid
-        ):
+        grace = self.settings.balloon_stuck_after
+        if age < grace or self.index.balloon(run.uid) is not None:
             return
-        # The scheduler's words as the pod watch saw them; asked only of a balloon pod the
-        # watch never reported (the StatefulSet could not make one, or just after a restart).
-        waiting = self.index.balloon_waiting(run.uid)
-        if waiting is not None or self.index.balloon(run.uid) is not None:
-            message = (waiting.message if waiting else "") or "the pod is not scheduled"
-        elif pods := self.kube.list_balloon_pods(run.namespace, run.uid):
-            message = scheduled_condition(pods[0]).get("message") or "the pod is not scheduled"
-        else:
-            message = "the StatefulSet has no pod (quota, LimitRange or admission?)"
-        self.metrics.balloon_problems.labels(reason="not-placed").inc()
-        self.notifier.tell(
-            pipelinerun_ref(run.name, run.namespace, run.uid),
-            Notice(
-                "BalloonNotPlaced",
-                f"the balloon has no node after {int(age)}s: {message}; the run's pods wait for it",
-            ),
-            run.uid,
-        )
+        if self.kube.list_balloon_pods(run.namespace, run.uid):
+            return  # the pod watch has not shown it yet
+        meta = sts["metadata"]
+        failures = self.kube.event_messages(run.namespace, str(meta.get("uid")), "FailedCreate")
+        notice = waiting.no_pod(age, grace, failures)
+        if notice is not None:
+            self.metrics.balloon_problems.labels(reason="not-placed").inc()
+            self.notifier.tell(pipelinerun_ref(run.name, run.namespace, run.uid), notice, run.uid)
 
     # -- policies ---------------------------------------------------------------------------
 

@@ -3,6 +3,8 @@ gauges an alert rule reads (core/waiting.py decides; the PodIndex knows who wait
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from controller.core import waiting
@@ -14,12 +16,19 @@ from controller.settings import Settings
 
 class WaitingPods:
     def __init__(
-        self, settings: Settings, index: PodIndex, metrics: Metrics, notifier: Notifier
+        self,
+        settings: Settings,
+        index: PodIndex,
+        metrics: Metrics,
+        notifier: Notifier,
+        tekton_makes: Callable[[str], Collection[str]] = lambda _: (),
     ) -> None:
         self.settings = settings
         self.index = index
         self.metrics = metrics
         self.notifier = notifier
+        # run uid -> the claims Tekton makes for it: a balloon waiting for one waits for Tekton
+        self.tekton_makes = tekton_makes
         self._reasons: set[str] = set()
 
     def check(self, now: datetime | None = None) -> None:
@@ -33,7 +42,17 @@ class WaitingPods:
             )
             counts[pod.reason] = counts.get(pod.reason, 0) + 1
             longest = max(longest, (now - pod.since).total_seconds())
-            notice = waiting.notice(pod, now, grace)
+            if not (pod.balloon or pod.assistant):
+                # A task pod waits for its anchor first, and what holds the anchor is said on
+                # its own (BalloonUnschedulable, WaitingForRoom, ...): its own grace starts
+                # once the balloon is bound.
+                anchor = self.index.balloon(run_uid)
+                if anchor is None or anchor.bound_at is None:
+                    continue
+                pod = replace(pod, since=max(pod.since, anchor.bound_at))
+            notice = waiting.notice(
+                pod, now, grace, self.tekton_makes(run_uid) if pod.balloon else ()
+            )
             if notice is not None:
                 if pod.balloon:
                     self.metrics.balloon_problems.labels(reason="unschedulable").inc()

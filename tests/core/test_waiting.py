@@ -56,3 +56,31 @@ def test_a_pod_pinned_to_tekton_s_assistant_is_said_with_what_to_do() -> None:
     assert notice is not None and notice.warning and notice.reason == "PodWaitsForTektonAssistant"
     assert "affinity-assistant-0123456789" in notice.message and "16s" in notice.message
     assert "cancel the run" in notice.message
+
+
+NOT_FOUND = '0/4 nodes are available: persistentvolumeclaim "shared-0123456789" not found. preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.'
+
+
+def test_a_balloon_waiting_for_a_claim_tekton_makes_is_never_a_warning() -> None:
+    """Tekton makes a run's volumeClaimTemplate claims before its first TaskRun: the balloon
+    waits for Tekton, no pod of the run waits for it, at any grace and under any load."""
+    pod = Waiting("coschedule-x-0", NOW - timedelta(hours=1), NOT_FOUND, balloon=True)
+    assert waiting.missing_claim(NOT_FOUND) == "shared-0123456789"
+    assert waiting.notice(pod, NOW, grace=5, tekton_makes={"shared-0123456789"}) is None
+
+
+def test_a_balloon_waiting_for_a_claim_nobody_makes_is_a_warning_after_the_grace() -> None:
+    """A persistentVolumeClaim workspace naming a claim that does not exist: only a person can
+    make it."""
+    pod = Waiting("coschedule-x-0", NOW - timedelta(seconds=21), NOT_FOUND, balloon=True)
+    notice = waiting.notice(pod, NOW, grace=20, tekton_makes={"other-0123456789"})
+    assert notice is not None and notice.warning and "shared-0123456789" in notice.message
+
+
+def test_a_balloon_without_a_pod_is_said_with_the_controller_s_failure_or_after_its_silence() -> None:
+    assert waiting.no_pod(4, 5, ["exceeded quota"]) is None
+    said = waiting.no_pod(6, 5, ["first", "exceeded quota: q"])
+    assert said is not None and said.warning and "exceeded quota: q" in said.message
+    assert waiting.no_pod(59, 5, []) is None  # a busy controller, in a burst
+    silent = waiting.no_pod(61, 5, [])
+    assert silent is not None and "kube-controller-manager" in silent.message

@@ -4,9 +4,10 @@ e2e suite). Here: races and replays that are hard to time on a real cluster."""
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from controller.core import balloon, names, policy
+from controller.core import balloon, names, policy, tekton
 from controller.kube.clusterview import Facts
 from controller.metrics import Metrics
 from controller.operator.resync import Resync
@@ -257,9 +258,10 @@ def test_once_seeded_a_resync_asks_the_api_server_nothing_when_all_is_well() -> 
     assert counting.calls == []
 
 
-def test_runs_waiting_for_their_anchor_are_checked_from_the_pod_watch_not_listed() -> None:
-    """A balloon with no node past the grace period is said on the run each resync, with the
-    scheduler's words as the pod watch saw them: no LIST of pods per waiting run and round."""
+def test_runs_waiting_for_their_anchor_are_said_from_the_pod_watch_not_listed() -> None:
+    """A balloon with no node past the grace period is said on the run once, with the
+    scheduler's words as the pod watch saw them (the waiting check's BalloonUnschedulable): the
+    resync neither LISTs pods per waiting run and round nor says it a second time."""
     kube = MemoryKube()
     counting = Counting(kube)
     operator = Operator(Settings(), counting, StaticView(), Metrics(), MemoryCaches(kube))  # type: ignore[arg-type]
@@ -283,4 +285,42 @@ def test_runs_waiting_for_their_anchor_are_checked_from_the_pod_watch_not_listed
     for _ in range(3):
         resync()
     assert "list_balloon_pods" not in counting.calls
-    assert said and all("4 Insufficient cpu" in m for m in said)
+    assert said == []
+    operator.waiting.check(datetime.now(UTC) + timedelta(seconds=Settings().balloon_stuck_after))
+    assert len(said) == 3 and all("4 Insufficient cpu" in m for m in said)
+
+
+def test_a_balloon_whose_pod_could_not_be_made_is_said_with_the_controller_s_words() -> None:
+    """No pod past the grace: the StatefulSet controller's FailedCreate (quota, LimitRange,
+    admission) is the why; without one, nothing is said until the controller has been silent
+    for a minute (a burst of runs keeps it busy, and that resolves itself)."""
+    kube = MemoryKube()
+    kube.list_balloon_pods = lambda namespace, run_uid: []  # type: ignore[method-assign]
+    failures: list[str] = []
+    kube.event_messages = lambda namespace, uid, reason: list(failures)  # type: ignore[attr-defined]
+    operator = Operator(Settings(), kube, StaticView(), Metrics(), MemoryCaches(kube))  # type: ignore[arg-type]
+    body = factories.pipelinerun(name="quota", uid="quota-uid")
+    kube.runs["quota"] = body
+    operator.reconcile_run(body)
+    sts = kube.statefulsets[balloon.balloon_name("quota-uid")]
+    run = tekton.PipelineRun.from_body(body)
+
+    def made(seconds_ago: float) -> None:
+        when = datetime.now(UTC) - timedelta(seconds=seconds_ago)
+        sts["metadata"]["creationTimestamp"] = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    made(30)
+    operator.check_placed(run, sts)
+    assert [r for r, _ in kube.events if r == "BalloonNotPlaced"] == []
+    failures.append('pods "coschedule-quota-uid-0" is forbidden: exceeded quota: q')
+    operator.check_placed(run, sts)
+    said = [m for r, m in kube.events if r == "BalloonNotPlaced"]
+    assert len(said) == 1 and "exceeded quota: q" in said[0]
+
+    silent = Operator(Settings(), kube, StaticView(), Metrics(), MemoryCaches(kube))  # type: ignore[arg-type]
+    failures.clear()
+    kube.events.clear()
+    made(61)
+    silent.check_placed(run, sts)
+    said = [m for r, m in kube.events if r == "BalloonNotPlaced"]
+    assert len(said) == 1 and "kube-controller-manager" in said[0]
