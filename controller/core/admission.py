@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from controller.core import affinity, tekton
+from controller.core import affinity, mark, tekton
 
 API_VERSION = "admission.k8s.io/v1"
 
@@ -110,13 +110,17 @@ def decide(request: Mapping[str, Any], facts: Facts) -> Decision:
         return Decision(Outcome.TEKTON_ASSISTANT_PINNED, run=run)
     if not facts.synced:
         return Decision(Outcome.NOT_SYNCED, run=run)
-    if not isinstance(namespace, str) or not facts.namespace_enabled(namespace):
+    # A pod of a run that has its balloon keeps its term to the run's end, whatever the
+    # namespace's label, the run's opt-out or the namespace's policy say now (core/mark.py).
+    anchored = mark.pod_anchored(labels)
+    if not isinstance(namespace, str) or not (anchored or facts.namespace_enabled(namespace)):
         return Decision(Outcome.NAMESPACE_DISABLED, run=run)
-    if tekton.opted_out(annotations):
+    if tekton.opted_out(annotations) and not anchored:
         return Decision(Outcome.OPTED_OUT, run=run)
     if facts.assistant_blocks:
         return Decision(Outcome.TEKTON_ASSISTANT_ON, run=run)
-    term = affinity.term_for(run, facts.topology_key(namespace))
+    key = (mark.topology_key(annotations) if anchored else None) or facts.topology_key(namespace)
+    term = affinity.term_for(run, key)
     if term is None:
         return Decision(Outcome.INVALID_LABELS, run=run)
     return Decision(Outcome.PATCHED, tuple(affinity.patch_for(spec, term)), run)

@@ -17,7 +17,7 @@ docs/admission.md). Standing aside (Tekton's own assistant is on) is having no b
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,10 +79,24 @@ def namespace_binding_name(mode: PolicyMode, namespace: str) -> str:
     return f"{mode.policy_name}-ns-{namespace}"
 
 
+def anchored_binding_name(mode: PolicyMode) -> str:
+    return f"{mode.policy_name}-anchored"
+
+
 def desired(
-    mode: PolicyMode, overridden: Mapping[str, str], stand_aside: bool
+    mode: PolicyMode,
+    overridden: Mapping[str, str],
+    stand_aside: bool,
+    held: Collection[str] = (),
 ) -> list[dict[str, Any]]:
-    """The bindings that should exist, in a stable order."""
+    """The bindings that should exist, in a stable order.
+
+    `held`: the namespaces where runs anchored by the operator may still make pods, that is the
+    enabled ones and those switched off while such a run lives (core/mark.py). A binding to the
+    default policy serves there the pods that carry a run's mark, whatever the namespace's
+    label says: listed by name, so that switching a namespace off leaves no moment between the
+    default binding and this one, and namespaces this installation never served are not
+    touched."""
     if stand_aside:
         return []
     enabled = {
@@ -102,6 +116,18 @@ def desired(
             None,
         )
     ]
+    kept = sorted(set(held) - set(excluded))
+    if kept:
+        out.append(
+            _binding(
+                mode,
+                anchored_binding_name(mode),
+                (mode.policy_name, mode.policy_uid),
+                [_names("In", kept)],
+                None,
+                objects={"matchExpressions": [{"key": names.LABEL_ANCHORED, "operator": "Exists"}]},
+            )
+        )
     for namespace in sorted(overridden):
         if namespace in excluded:
             continue
@@ -127,11 +153,14 @@ def _binding(
     policy: tuple[str, str],  # (name, uid) of the policy bound, its owner
     expressions: list[dict[str, Any]],
     param_ref: Mapping[str, Any] | None,
+    objects: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "policyName": policy[0],
         "matchResources": {"namespaceSelector": {"matchExpressions": expressions}},
     }
+    if objects is not None:
+        spec["matchResources"]["objectSelector"] = dict(objects)
     if param_ref is not None:
         spec["paramRef"] = dict(param_ref)
     return {
@@ -152,6 +181,19 @@ def _binding(
         },
         "spec": spec,
     }
+
+
+def held_by(existing: Sequence[Mapping[str, Any]], mode: PolicyMode) -> set[str]:
+    """The namespaces the existing anchored binding holds (kept while the operator does not
+    know its live runs yet, just after it started to lead)."""
+    for binding in existing:
+        if _name(binding) == anchored_binding_name(mode):
+            selector = ((binding.get("spec") or {}).get("matchResources") or {}).get(
+                "namespaceSelector") or {}
+            for expr in selector.get("matchExpressions") or []:
+                if expr.get("key") == NAMESPACE_NAME and expr.get("operator") == "In":
+                    return {str(v) for v in expr.get("values") or []}
+    return set()
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ def is_label_value(value: str) -> bool:
 
 def is_qualified_name(key: str) -> bool:
     """A label key or topologyKey: optional DNS-subdomain prefix, '/', name of 1-63 chars."""
-    prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+    prefix, slash, name = key.rpartition("/")
+    if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
         return False
     return 0 < len(name) <= 63 and bool(_LABEL_NAME.match(name))
 

@@ -16,7 +16,15 @@ LABEL_RUN_UID: Final = f"{DOMAIN}/pipeline-run-uid"
 COMPONENT_BALLOON: Final = "balloon"
 COMPONENT_RESERVATION: Final = "reservation"
 
-# Written on our own StatefulSet only, never on users' objects.
+# The mark of a run that has a balloon, on the PipelineRun and its TaskRuns (Tekton copies it to
+# their pods): its value is the run's UID, and the annotation the topology key it was anchored
+# with. Admission keeps tying such a run's pods to its balloon to the run's end (core/mark.py).
+LABEL_ANCHORED: Final = f"{DOMAIN}/anchored"
+ANNOTATION_TOPOLOGY_KEY: Final = f"{DOMAIN}/topology-key"
+# Which installation anchored it: its namespace label, as `label=value`.
+ANNOTATION_ANCHORED_BY: Final = f"{DOMAIN}/anchored-by"
+
+# Written on our own StatefulSet only.
 ANNOTATION_ANCHORED_NODE: Final = f"{DOMAIN}/anchored-node"
 ANNOTATION_RUN_CREATED: Final = f"{DOMAIN}/pipeline-run-created"
 

@@ -89,6 +89,7 @@ class PipelineRun:
     uid: str
     created: str
     annotations: Mapping[str, str]
+    labels: Mapping[str, str]
     spec: Mapping[str, Any]
     status: Mapping[str, Any]
     raw: Mapping[str, Any] = field(repr=False, compare=False)
@@ -105,6 +106,7 @@ class PipelineRun:
             uid=_str(meta.get("uid")),
             created=_str(meta.get("creationTimestamp")),
             annotations=annotations,
+            labels={k: v for k, v in _dict(meta.get("labels")).items() if isinstance(v, str)},
             spec=_dict(body.get("spec")),
             status=_dict(body.get("status")),
             raw=body,

@@ -201,6 +201,7 @@ async def run(settings: Settings) -> int:
             AdmissionPolicies(kube, settings.admission_policy_version),
             metrics,
             settings.leader_election_namespace or default_namespace(),
+            operator.marks.held,
         )
         view.subscribe(lambda _, new: bindings.sync(new) if bindings else None)
     view.start()

@@ -18,7 +18,10 @@ class Access:
 
 
 REQUIRED: tuple[Access, ...] = (
-    Access(tekton.GROUP, "pipelineruns", ("get", "list", "watch"), "watch runs; never written"),
+    Access(tekton.GROUP, "pipelineruns", ("get", "list", "watch", "patch"),
+           "watch runs; mark a run given a balloon (it stays anchored to its end)"),
+    Access(tekton.GROUP, "taskruns", ("list", "patch"),
+           "mark the TaskRuns made before their run was marked"),
     Access(tekton.GROUP, "tasks", ("get", "list", "watch"), "a run's peak: its tasks' specs"),
     Access(tekton.GROUP, "pipelines", ("get", "list", "watch"), "a run's peak: its pipeline"),
     Access(resolution.GROUP, resolution.PLURAL, ("list", "watch"),

@@ -212,6 +212,26 @@ class Kube:
             if not token:
                 return out
 
+    def patch_tekton(
+        self, namespace: str, plural: str, name: str, patch: Mapping[str, Any]
+    ) -> None:
+        """A merge patch of a PipelineRun or TaskRun (the mark of an anchored run, core/mark.py);
+        one that is gone meanwhile is left."""
+        try:
+            self.custom.patch_namespaced_custom_object(
+                tekton.GROUP, tekton.VERSION, namespace, plural, name, dict(patch),
+                _request_timeout=self.timeout,
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def list_task_runs(self, namespace: str, run_name: str) -> list[Obj]:
+        return self.items(
+            self.custom.list_namespaced_custom_object, tekton.GROUP, tekton.VERSION, namespace,
+            "taskruns", label_selector=f"{tekton.LABEL_PIPELINE_RUN}={run_name}",
+        )
+
     # -- our policy ----------------------------------------------------------------------
 
     def list_policies(self, namespace: str) -> list[Obj]:

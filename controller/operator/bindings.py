@@ -8,6 +8,7 @@ someone else is put back within one resync.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import structlog
 
@@ -28,8 +29,11 @@ class PolicyBindings:
         api: AdmissionPolicies,
         metrics: Metrics,
         own_namespace: str,
+        held: Callable[[], frozenset[str] | None] = lambda: frozenset(),
     ) -> None:
         self.settings = settings
+        # The namespaces of live runs the operator anchored (None while not known yet).
+        self.held = held
         self.api = api
         self.metrics = metrics
         self.own_namespace = own_namespace
@@ -81,8 +85,12 @@ class PolicyBindings:
             custom_policy_uid=str(((custom or {}).get("metadata") or {}).get("uid") or ""),
         )
         overridden = admission_policy.overrides(facts.policies, s.topology_key)
-        wanted = admission_policy.desired(mode, overridden, stand_aside=facts.assistant_blocks)
         existing = self.api.list_bindings(admission_policy.BINDING_SELECTOR)
+        known = self.held()
+        held = set(facts.enabled_namespaces) | set(
+            known if known is not None else admission_policy.held_by(existing, mode))
+        wanted = admission_policy.desired(
+            mode, overridden, stand_aside=facts.assistant_blocks, held=held)
         plan = admission_policy.changes(wanted, existing)
         for body in plan.create:
             self.api.create_binding(body)

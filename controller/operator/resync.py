@@ -47,6 +47,7 @@ class Resync:
                 meta = body.get("metadata") or {}
                 log.exception("reconcile failed",
                               object=f"PipelineRun/{meta.get('namespace')}/{meta.get('name')}")
+        op.marks.seeded = True
         with op._live_lock:
             live = {uid: tekton.PipelineRun.from_body(b) for uid, b in op.live.items()}
         for sts in balloons:

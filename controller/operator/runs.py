@@ -25,6 +25,7 @@ from controller.operator import policies
 from controller.operator.anchors import AnchorGuard
 from controller.operator.assistant import Assistant
 from controller.operator.capacity import Capacity
+from controller.operator.marking import Marks
 from controller.operator.notify import Notifier, pipelinerun_ref
 from controller.operator.placement import Placement
 from controller.operator.podindex import PodIndex
@@ -62,7 +63,11 @@ class Operator:
             settings, kube, caches, self.index, self.notifier, metrics, self.balloon_of,
             self.live.get, lambda: self.view.facts, self.reconcile_run,
         )
+        self.marks = Marks(
+            kube, f"{settings.namespace_label}={settings.namespace_label_value}", self._live_runs
+        )
         view.subscribe(self.on_facts)
+        view.subscribe(self.marks.on_facts)
         view.subscribe(Assistant(settings, metrics, self.notifier).on_facts)
 
     # -- PipelineRuns ----------------------------------------------------------------------
@@ -77,12 +82,17 @@ class Operator:
         body = self.live.get(run_uid)
         return tekton.PipelineRun.from_body(body).claims_tekton_makes() if body else frozenset()
 
+    def _live_runs(self) -> list[tekton.PipelineRun]:
+        with self._live_lock:
+            return [tekton.PipelineRun.from_body(b) for b in self.live.values()]
+
     def forget_run(self, body: Mapping[str, Any]) -> None:
         """The run is deleted (its balloon goes by garbage collection)."""
         uid = str((body.get("metadata") or {}).get("uid") or "")
         with self._live_lock:
             self.live.pop(uid, None)
         self.capacity.forget(uid)
+        self.marks.forget(uid)
 
     def reconcile_run(self, body: Mapping[str, Any]) -> reconcile.Decision:
         run = tekton.PipelineRun.from_body(body)
@@ -90,14 +100,17 @@ class Operator:
         if not run.valid:
             log.warning("pipelinerun without name, namespace or uid; ignored")
             return reconcile.Decision(Verb.NONE, "invalid run")
+        # A run anchored before its namespace was switched off stays ours to its end.
+        serves = self.marks.serves(run, facts) or bool(self.index.run_pods(run.uid))
         with self._live_lock:
-            if facts.namespace_enabled(run.namespace) and not run.finished:
+            if serves and not run.finished:
                 self.live[run.uid] = body
             else:
                 self.live.pop(run.uid, None)
         if run.finished:  # finished runs stay in the cluster: their estimate need not
             self.capacity.forget(run.uid)
-        if not facts.namespace_enabled(run.namespace) and not run.finished:
+            self.marks.forget(run.uid)
+        if not serves and not run.finished:
             # Cheap exit for the common case; balloons left by a de-labelled namespace are
             # finished off by the resync once their runs end.
             return reconcile.Decision(Verb.NONE, "namespace not enabled")
@@ -116,7 +129,7 @@ class Operator:
                 namespace=run.namespace,
             )
             return reconcile.Decision(Verb.NONE, "name taken")
-        observed = self._observe(run, facts, existing)
+        observed = self._observe(run, facts, existing, serves)
         decision = reconcile.decide(observed)
         if decision.verb is Verb.UPDATE:
             node = self.placement.node_of(run.namespace, run.uid)
@@ -128,6 +141,7 @@ class Operator:
             return reconcile.Decision(Verb.NONE, "run no longer live")
         self._act(run, decision, existing)
         if decision.verb in (Verb.CREATE, Verb.UPDATE, Verb.KEEP) or decision.manifest:
+            self.marks.ensure(run, facts.topology_key(run.namespace))
             self.capacity.tend(run.uid, decision.manifest)
         elif self.index.rooms(run.uid):
             self.capacity.release(run.uid, decision.why)
@@ -150,15 +164,14 @@ class Operator:
         return now.uid == run.uid and not (now.finished or now.pending or now.opted_out)
 
     def _observe(
-        self, run: tekton.PipelineRun, facts: Facts, existing: Mapping[str, Any] | None
+        self, run: tekton.PipelineRun, facts: Facts, existing: Mapping[str, Any] | None,
+        serves: bool,
     ) -> reconcile.Observed:
         live = not (run.finished or run.pending or run.opted_out)
-        needs_claims = (
-            live and facts.namespace_enabled(run.namespace) and not facts.assistant_blocks
-        )
+        needs_claims = live and serves and not facts.assistant_blocks
         return reconcile.Observed(
             run=run,
-            namespace_enabled=facts.namespace_enabled(run.namespace),
+            namespace_enabled=serves,
             assistant_blocks=facts.assistant_blocks,
             policy=facts.policy_for(run.namespace).policy,
             tekton_default_template=facts.tekton_default_template,

@@ -236,41 +236,36 @@ class Coscheduler:
         url: str | None = None,
         failure_policy: str = "Fail",
     ) -> dict[str, Any]:
+        """As the chart's (webhook mode), for the namespaces carrying `label`: its two entries,
+        the opted-in namespaces' TaskRun pods and, in the others, the pods of runs anchored
+        before their namespace was switched off (they carry the run's mark)."""
+        def entry(anchored: bool) -> dict[str, Any]:
+            objects = [{"key": "tekton.dev/pipelineRun", "operator": "Exists"},
+                       {"key": "tekton.dev/taskRun", "operator": "Exists"}]
+            if anchored:
+                objects.append({"key": names.LABEL_ANCHORED, "operator": "Exists"})
+            return {
+                "name": f"{'anchored-pods' if anchored else 'pods'}.tekton-coscheduler.dev",
+                "admissionReviewVersions": ["v1"],
+                "clientConfig": {"url": url or self.webhook_url, "caBundle": self.ca_bundle},
+                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                           "resources": ["pods"], "scope": "Namespaced"}],
+                "namespaceSelector": {"matchExpressions": [
+                    {"key": label, "operator": "NotIn" if anchored else "In",
+                     "values": ["true"]}]},
+                "objectSelector": {"matchExpressions": objects},
+                "sideEffects": "None",
+                "matchPolicy": "Equivalent",
+                "failurePolicy": failure_policy,
+                "reinvocationPolicy": "IfNeeded",
+                "timeoutSeconds": 5,
+            }
+
         return {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "MutatingWebhookConfiguration",
             "metadata": {"name": name},
-            "webhooks": [
-                {
-                    "name": "pods.tekton-coscheduler.dev",
-                    "admissionReviewVersions": ["v1"],
-                    "clientConfig": {
-                        "url": url or self.webhook_url,
-                        "caBundle": self.ca_bundle,
-                    },
-                    "rules": [
-                        {
-                            "apiGroups": [""],
-                            "apiVersions": ["v1"],
-                            "operations": ["CREATE"],
-                            "resources": ["pods"],
-                            "scope": "Namespaced",
-                        }
-                    ],
-                    "namespaceSelector": {"matchLabels": {label: "true"}},
-                    "objectSelector": {
-                        "matchExpressions": [
-                            {"key": "tekton.dev/pipelineRun", "operator": "Exists"},
-                            {"key": "tekton.dev/taskRun", "operator": "Exists"},
-                        ]
-                    },
-                    "sideEffects": "None",
-                    "matchPolicy": "Equivalent",
-                    "failurePolicy": failure_policy,
-                    "reinvocationPolicy": "IfNeeded",
-                    "timeoutSeconds": 5,
-                }
-            ],
+            "webhooks": [entry(False), entry(True)],
         }
 
     def register_webhook(self, **kw: Any) -> str:

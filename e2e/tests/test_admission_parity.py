@@ -174,6 +174,18 @@ def _cases() -> dict[str, tuple[dict[str, Any], str]]:
             affinity={"podAffinity": {REQ: [USER_TERM, factories.TEKTON_ASSISTANT_TERM]}}), LEAVES),
         "run name at 63 chars": (_with_labels(_pod(run_uid=None), {RUN: "r" * 63}), PINS),
     }
+    # A run with its balloon carries its mark (core/mark.py): its pods keep the term, and the
+    # key it was anchored with, whatever the run's opt-out and the namespace's policy say now.
+    anchored = {names.LABEL_ANCHORED: factories.RUN_UID}
+    opted_out = {names.OPT_OUT_ANNOTATION: "false"}
+    cases["anchored, opted out since"] = (_with_labels(_pod(annotations=opted_out), anchored), PINS)
+    cases["another run's mark, opted out"] = (_with_labels(
+        _pod(annotations=opted_out), {names.LABEL_ANCHORED: "another-run"}), LEAVES)
+    cases["anchored by zone"] = (_with_labels(_pod(annotations={
+        names.ANNOTATION_TOPOLOGY_KEY: "topology.kubernetes.io/zone"}), anchored), PINS)
+    for bad in ("/zone", "not a key", "a/b/c", f"{'x' * 254}/zone", "zone/" + "z" * 64):
+        cases[f"anchored, key {bad[:20]!r} not valid: the namespace's"] = (_with_labels(
+            _pod(annotations={names.ANNOTATION_TOPOLOGY_KEY: bad}), anchored), PINS)
     plain = _pod()
     plain["metadata"]["labels"] = {"app": "not-tekton"}
     cases["a pod that is not Tekton's"] = (plain, LEAVES)

@@ -68,6 +68,59 @@ def test_pods_left_alone(mutate: Any, outcome: Outcome, facts: StaticFacts) -> N
     assert decision.patch == ()
 
 
+def anchored_pod(namespace: str = "other", key: str | None = None) -> dict[str, Any]:
+    """A pod of a run the operator marked (its balloon exists), in a namespace since switched
+    off unless given."""
+    pod = factories.taskrun_pod()
+    pod["metadata"]["namespace"] = namespace
+    pod["metadata"]["labels"][names.LABEL_ANCHORED] = factories.RUN_UID
+    if key is not None:
+        pod["metadata"]["annotations"][names.ANNOTATION_TOPOLOGY_KEY] = key
+    return pod
+
+
+def decide_in(pod: dict[str, Any], facts: StaticFacts) -> admission.Decision:
+    review = factories.admission_review(pod)
+    review["request"]["namespace"] = pod["metadata"]["namespace"]
+    return admission.decide(review["request"], facts)
+
+
+def term_of(pod: dict[str, Any], decision: admission.Decision) -> dict[str, Any]:
+    patched = jsonpatch.apply_patch(pod, list(decision.patch))
+    terms = patched["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert len(terms) == 1
+    return dict(terms[0])
+
+
+def test_a_pod_of_an_anchored_run_keeps_its_term_after_its_namespace_is_switched_off(facts: StaticFacts) -> None:
+    pod = anchored_pod(key="kubernetes.io/hostname")
+    decision = decide_in(pod, facts)
+    assert decision.outcome is Outcome.PATCHED
+    assert term_of(pod, decision)["labelSelector"]["matchLabels"][names.LABEL_RUN_UID] == factories.RUN_UID
+
+
+def test_a_pod_of_an_anchored_run_keeps_its_term_after_the_run_opts_out(facts: StaticFacts) -> None:
+    pod = anchored_pod("team-a")
+    pod["metadata"]["annotations"][names.OPT_OUT_ANNOTATION] = "false"
+    assert decide_in(pod, facts).outcome is Outcome.PATCHED
+
+
+def test_a_pod_of_an_anchored_run_keeps_the_key_it_was_anchored_with(facts: StaticFacts) -> None:
+    """The namespace's policy changed to a zone key after the run was anchored by hostname."""
+    facts.keys["team-a"] = "topology.kubernetes.io/zone"
+    pod = anchored_pod("team-a", key="kubernetes.io/hostname")
+    assert term_of(pod, decide_in(pod, facts))["topologyKey"] == "kubernetes.io/hostname"
+    bad = anchored_pod("team-a", key="not a key/")
+    assert term_of(bad, decide_in(bad, facts))["topologyKey"] == "topology.kubernetes.io/zone"
+
+
+def test_a_mark_copied_from_another_run_is_not_taken_for_an_anchor(facts: StaticFacts) -> None:
+    """A run made from another's manifest carries that run's UID in our label."""
+    pod = anchored_pod()
+    pod["metadata"]["labels"][names.LABEL_ANCHORED] = "another-runs-uid"
+    assert decide_in(pod, facts).outcome is Outcome.NAMESPACE_DISABLED
+
+
 def test_standalone_taskrun_pod_is_untouched(facts: StaticFacts) -> None:
     pod = factories.taskrun_pod()
     for key in ("tekton.dev/pipelineRun", "tekton.dev/pipelineRunUID", "tekton.dev/pipelineTask"):

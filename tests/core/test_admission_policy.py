@@ -133,3 +133,23 @@ def test_a_new_owner_uid_is_a_change() -> None:
     stored = copy.deepcopy(wanted)
     stored["metadata"]["ownerReferences"][0]["uid"] = "uid-0"
     assert len(ap.changes([wanted], [stored]).replace) == 1
+
+
+def test_the_marked_pods_of_runs_anchored_before_a_namespace_was_switched_off_keep_a_binding() -> None:
+    """Listed by name (the enabled namespaces, and those switched off while an anchored run
+    lives), for the pods that carry a run's mark: no moment between the default binding and
+    this one when a namespace is switched off; never our own namespace or kube-system."""
+    held = {"team-a", "team-off", "kube-system"}
+    default, anchored = ap.desired(MODE, {}, stand_aside=False, held=held)
+    assert default["metadata"]["name"] == "tcs-tekton-coscheduler-default"
+    assert anchored["metadata"]["name"] == "tcs-tekton-coscheduler-anchored"
+    assert anchored["spec"]["policyName"] == "tcs-tekton-coscheduler"
+    assert anchored["spec"]["matchResources"] == {
+        "namespaceSelector": {"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-a", "team-off"]}]},
+        "objectSelector": {"matchExpressions": [
+            {"key": "tekton-coscheduler.dev/anchored", "operator": "Exists"}]},
+    }
+    assert ap.held_by([default, anchored], MODE) == {"team-a", "team-off"}
+    assert ap.held_by([default], MODE) == set()
+    assert ap.desired(MODE, {}, stand_aside=True, held=held) == []

@@ -26,6 +26,19 @@ class MemoryKube:
         self.objects: dict[str, dict[str, dict[str, Any]]] = {}  # kind -> name -> watched
         self.pods: dict[str, dict[str, Any]] = {}
         self.events: list[tuple[str, str]] = []  # (reason, message) posted on runs
+        self.task_runs: dict[str, dict[str, Any]] = {}
+
+    def patch_tekton(self, namespace: str, plural: str, name: str, patch: dict[str, Any]) -> None:
+        """A merge patch of the metadata (labels, annotations), as the mark is."""
+        target = (self.runs if plural == "pipelineruns" else self.task_runs).get(name)
+        if target is None:
+            return
+        for key, values in patch["metadata"].items():
+            target["metadata"].setdefault(key, {}).update(values)
+
+    def list_task_runs(self, namespace: str, run_name: str) -> list[dict[str, Any]]:
+        return [copy.deepcopy(t) for t in self.task_runs.values()
+                if t["metadata"]["labels"].get("tekton.dev/pipelineRun") == run_name]
 
     def list_pipelineruns(self) -> list[dict[str, Any]]:
         listed = [copy.deepcopy(r) for r in self.runs.values()]
@@ -324,3 +337,33 @@ def test_a_balloon_whose_pod_could_not_be_made_is_said_with_the_controller_s_wor
     silent.check_placed(run, sts)
     said = [m for r, m in kube.events if r == "BalloonNotPlaced"]
     assert len(said) == 1 and "kube-controller-manager" in said[0]
+
+
+def test_a_run_given_a_balloon_is_marked_with_its_taskruns_and_stays_anchored_when_its_namespace_is_switched_off() -> None:
+    """The run and the TaskRun Tekton made before the mark carry it (Tekton copies it to later
+    ones and to every pod, where admission reads it); once the namespace is switched off the
+    run is still served: a balloon deleted under it comes back. A run that starts afterwards
+    gets nothing."""
+    kube = MemoryKube()
+    view = StaticView()
+    operator = Operator(Settings(), kube, view, Metrics(), MemoryCaches(kube))  # type: ignore[arg-type]
+    body = factories.pipelinerun(name="kept", uid="kept-uid")
+    kube.runs["kept"] = body
+    kube.task_runs["kept-fetch"] = {"metadata": {"name": "kept-fetch", "labels": {
+        "tekton.dev/pipelineRun": "kept"}}}
+    operator.reconcile_run(body)
+    assert body["metadata"]["labels"][names.LABEL_ANCHORED] == "kept-uid"
+    assert body["metadata"]["annotations"][names.ANNOTATION_TOPOLOGY_KEY] == "kubernetes.io/hostname"
+    assert kube.task_runs["kept-fetch"]["metadata"]["labels"][names.LABEL_ANCHORED] == "kept-uid"
+
+    view.facts = Facts(**{**view.facts.__dict__, "enabled_namespaces": frozenset()})
+    kube.statefulsets.clear()
+    operator.reconcile_run(copy.deepcopy(body))
+    assert balloon.balloon_name("kept-uid") in kube.statefulsets
+    assert "kept-uid" in operator.live
+
+    later = factories.pipelinerun(name="later", uid="later-uid")
+    kube.runs["later"] = later
+    operator.reconcile_run(later)
+    assert balloon.balloon_name("later-uid") not in kube.statefulsets
+    assert names.LABEL_ANCHORED not in (later["metadata"].get("labels") or {})

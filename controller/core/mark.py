@@ -1,0 +1,61 @@
+"""Pure: the mark of an anchored run. A run that was anchored stays anchored to its end.
+
+Switching a namespace off, opting a run out or changing the namespace's policy affects runs
+that start afterwards. A run the operator has made a balloon (or a reservation) for is marked:
+the label `tekton-coscheduler.dev/anchored: <run uid>` and the annotation
+`tekton-coscheduler.dev/topology-key: <key>` go on the PipelineRun and its TaskRuns. Tekton
+copies both to the TaskRuns it makes afterwards and to every pod, so admission, in either mode,
+recognises a pod of an anchored run from the pod alone: it keeps the term, with the key the run
+was anchored with, wherever the namespace's label and policy now stand. The label's value is
+the run's UID: a run made from another's manifest (a copied label) is not taken for it. A
+third, `tekton-coscheduler.dev/anchored-by`, names the installation that anchored the run (its
+namespace label): only that one keeps serving the run once its namespace is no longer enabled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from controller.core import names, tekton
+from controller.core.fragments import is_qualified_name
+
+
+def of(labels: Mapping[str, Any], run_uid: str) -> bool:
+    """Does an object with these labels carry the mark of the run?"""
+    return bool(run_uid) and labels.get(names.LABEL_ANCHORED) == run_uid
+
+
+def by(run: tekton.PipelineRun, installation: str) -> bool:
+    """Did this installation (`label=value`) anchor the run?"""
+    return of(run.labels, run.uid) and run.annotations.get(names.ANNOTATION_ANCHORED_BY) == (
+        installation)
+
+
+def pod_anchored(labels: Mapping[str, Any]) -> bool:
+    """Is this a pod of a marked run (the mark names the run the pod's labels name)?"""
+    return of(labels, str(labels.get(tekton.LABEL_PIPELINE_RUN_UID) or ""))
+
+
+def topology_key(annotations: Mapping[str, Any]) -> str | None:
+    """The topology key a marked run was anchored with; None when absent or not a valid key."""
+    key = annotations.get(names.ANNOTATION_TOPOLOGY_KEY)
+    return key if isinstance(key, str) and is_qualified_name(key) else None
+
+
+def patch(run_uid: str, key: str, installation: str) -> dict[str, Any]:
+    """The merge patch that marks a PipelineRun or a TaskRun of the run."""
+    return {"metadata": {
+        "labels": {names.LABEL_ANCHORED: run_uid},
+        "annotations": {names.ANNOTATION_TOPOLOGY_KEY: key,
+                        names.ANNOTATION_ANCHORED_BY: installation},
+    }}
+
+
+def unmarked(task_runs: Sequence[Mapping[str, Any]], run_uid: str) -> list[str]:
+    """The names of the run's TaskRuns (made before the run was marked) that lack the mark."""
+    return [
+        str((tr.get("metadata") or {}).get("name"))
+        for tr in task_runs
+        if not of((tr.get("metadata") or {}).get("labels") or {}, run_uid)
+    ]

@@ -1,0 +1,88 @@
+"""Marks anchored runs, so that they stay anchored to their end (core/mark.py).
+
+A run the operator makes a balloon or a reservation for is marked once: its PipelineRun, and
+the TaskRuns Tekton made before the mark (Tekton copies the mark to those it makes after).
+When a namespace is switched off, its marked runs' TaskRuns are looked at once more: one that
+Tekton made from a copy of the run read just before the mark would otherwise miss it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+
+import structlog
+
+from controller.core import mark, tekton
+from controller.kube.client import ApiError, Kube, api_message
+from controller.kube.clusterview import Facts
+
+log = structlog.get_logger(__name__)
+
+
+class Marks:
+    def __init__(
+        self, kube: Kube, installation: str, live: Callable[[], Iterable[tekton.PipelineRun]]
+    ) -> None:
+        self.kube = kube
+        self.installation = installation  # our namespace label, `label=value`
+        self.live = live
+        self._marked: set[str] = set()  # runs marked by this process, before the watch shows it
+        self._lock = threading.Lock()
+        # Set once the live runs are known (the first resync lists every run): until then,
+        # which namespaces hold anchored runs is not known.
+        self.seeded = False
+
+    def serves(self, run: tekton.PipelineRun, facts: Facts) -> bool:
+        """The run is ours: its namespace is enabled, or it was anchored before it was not."""
+        return facts.namespace_enabled(run.namespace) or self.marked(run)
+
+    def marked(self, run: tekton.PipelineRun) -> bool:
+        with self._lock:
+            return mark.by(run, self.installation) or run.uid in self._marked
+
+    def ensure(self, run: tekton.PipelineRun, topology_key: str) -> None:
+        """Marks the run and its TaskRuns, once. A failure is logged: the run stays anchored
+        while its namespace is enabled, and the next event tries again."""
+        if self.marked(run):
+            return
+        try:
+            self.kube.patch_tekton(run.namespace, "pipelineruns", run.name,
+                                   mark.patch(run.uid, topology_key, self.installation))
+            self._mark_task_runs(run, topology_key)
+        except ApiError as exc:
+            log.warning("could not mark the anchored run", error=f"{exc.status} {api_message(exc)}",
+                        object=f"PipelineRun/{run.namespace}/{run.name}")
+            return
+        with self._lock:
+            self._marked.add(run.uid)
+
+    def _mark_task_runs(self, run: tekton.PipelineRun, topology_key: str) -> None:
+        for name in mark.unmarked(self.kube.list_task_runs(run.namespace, run.name), run.uid):
+            self.kube.patch_tekton(run.namespace, "taskruns", name,
+                                   mark.patch(run.uid, topology_key, self.installation))
+
+    def held(self) -> frozenset[str] | None:
+        """The namespaces of the live runs this installation anchored; None until known."""
+        if not self.seeded:
+            return None
+        return frozenset(run.namespace for run in self.live() if self.marked(run))
+
+    def forget(self, run_uid: str) -> None:
+        with self._lock:
+            self._marked.discard(run_uid)
+
+    def on_facts(self, old: Facts, new: Facts) -> None:
+        """A namespace switched off: its marked runs' TaskRuns are looked at once more."""
+        gone = old.enabled_namespaces - new.enabled_namespaces
+        if not (gone and old.synced):
+            return
+        for run in self.live():
+            if run.namespace in gone and self.marked(run):
+                key = mark.topology_key(run.annotations) or new.topology_key(run.namespace)
+                try:
+                    self._mark_task_runs(run, key)
+                except ApiError as exc:
+                    log.warning("could not mark the anchored run's TaskRuns",
+                                error=f"{exc.status} {api_message(exc)}",
+                                object=f"PipelineRun/{run.namespace}/{run.name}")

@@ -1,0 +1,82 @@
+"""Team namespaces as platform teams run them (issue 22): quotas, runs larger than any node,
+switching a namespace off while runs are in flight, and bursts, with the real Tekton
+controller, scheduler and quota admission."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from controller.core import names
+from e2e.harness import tekton_runs as tr
+from e2e.harness.cluster import ClusterHandle
+from e2e.harness.coscheduler import Coscheduler
+from e2e.harness.runs import Runs, assert_co_located, assert_untouched
+from e2e.harness.tekton_runs import FAN_OUT, FETCH, PUBLISH, PodRecorder
+
+pytestmark = pytest.mark.e2e
+
+ALL_TASKS = [FETCH, *FAN_OUT, PUBLISH]
+# A workspace no volume ties to a node: only the term keeps the run's pods together.
+EMPTY_DIR: dict[str, Any] = {"emptyDir": {}}
+WEBHOOK_LABEL = "e2e.tekton-coscheduler.dev/switch-webhook"
+
+
+def switched_off_mid_run(s: Runs, label: str) -> None:
+    """A run whose fetch ran beside its balloon when the namespace's label is removed: its
+    builds and publish, made after the switch, keep the term and go to the anchor; a run made
+    after the switch gets nothing."""
+    run = s.start(tr.fan_out_fan_in(tr.unique("kept"), EMPTY_DIR, task_annotations={
+        FETCH: {tr.RUN_SECONDS: "4"}}))
+    anchor = s.anchor(run)
+    s.cluster.wait_for(lambda: [p for p in s.recorder.pods(run["metadata"]["uid"])
+                                if p.task == FETCH and p.node == anchor],
+                       timeout=60, what="fetch bound beside the balloon")
+    s.core.patch_namespace(s.ns, {"metadata": {"labels": {label: None}}})
+    later = s.start(tr.fan_out_fan_in(tr.unique("after"), EMPTY_DIR))
+    assert tr.outcome(s.done(run)) == ("True", "Succeeded")
+    assert_co_located(s, run, anchor, ALL_TASKS)
+    assert tr.outcome(s.done(later)) == ("True", "Succeeded")
+    assert_untouched(s, later, ALL_TASKS)
+    s.wait_no_balloon(run)
+
+
+def test_a_run_anchored_before_its_namespace_is_switched_off_stays_anchored_to_its_end(
+    runs: Runs,
+) -> None:
+    """The session's admission mode (policy where the API server serves it)."""
+    switched_off_mid_run(runs, names.NAMESPACE_LABEL)
+
+
+@pytest.fixture
+def webhook_runs(
+    cluster: ClusterHandle, tekton: ClusterHandle, coscheduler: Coscheduler, nodes: list[str]
+) -> Iterator[Runs]:
+    """A namespace served by an installation in webhook mode (its own opt-in label, Lease and
+    webhook configuration, as the chart makes it), whatever the session's mode."""
+    replica = Coscheduler(cluster, name="switch-webhook", kubeconfig=coscheduler.kubeconfig,
+                          env_overrides={**coscheduler.env_overrides,
+                                         "COSCHEDULER_ADMISSION_MODE": "webhook",
+                                         "COSCHEDULER_NAMESPACE_LABEL": WEBHOOK_LABEL,
+                                         "COSCHEDULER_LEASE_NAME": "tekton-coscheduler-switch"})
+    replica.start()
+    config = replica.register_webhook(name="tekton-coscheduler-switch", label=WEBHOOK_LABEL)
+    cluster.wait_for(replica.leads, timeout=60, what="the webhook installation leads")
+    ns = cluster.create_namespace(f"sw-{uuid.uuid4().hex[:6]}", labels={WEBHOOK_LABEL: "true"})
+    try:
+        with PodRecorder(cluster, ns) as recorder:
+            scenario = Runs(cluster, ns, recorder)
+            yield scenario
+            scenario.close()
+    finally:
+        replica.unregister_webhook(config)
+        replica.stop()
+
+
+def test_a_run_anchored_before_its_namespace_is_switched_off_stays_anchored_in_webhook_mode(
+    webhook_runs: Runs,
+) -> None:
+    switched_off_mid_run(webhook_runs, WEBHOOK_LABEL)
