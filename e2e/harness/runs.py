@@ -46,6 +46,15 @@ class Runs(Scenario):
             what=f"{reason} on {run['metadata']['name']}",
         )
 
+    def warnings(self) -> dict[str, list[str]]:
+        """Run name -> the Warnings said on it (reason: message), by anyone."""
+        out: dict[str, list[str]] = {}
+        for event in self.core.list_namespaced_event(self.ns).items:
+            if event.type == "Warning" and event.involved_object.kind == "PipelineRun":
+                out.setdefault(event.involved_object.name, []).append(
+                    f"{event.reason}: {event.message}")
+        return out
+
     def anchor(self, run: Mapping[str, Any], timeout: float = 60) -> str:
         """The node of the run's first bound balloon pod, as our Anchored Event names it too."""
         uid, name = run["metadata"]["uid"], run["metadata"]["name"]

@@ -80,3 +80,22 @@ def test_a_run_anchored_before_its_namespace_is_switched_off_stays_anchored_in_w
     webhook_runs: Runs,
 ) -> None:
     switched_off_mid_run(webhook_runs, WEBHOOK_LABEL)
+
+
+BURST = 30
+
+
+def test_a_burst_of_runs_that_all_succeed_together_carries_no_warning(runs: Runs) -> None:
+    """30 runs of one namespace made at once: each balloon waits for the claim Tekton makes
+    for its run, the StatefulSet controller and the scheduler are busy, every wait resolves
+    itself, and nothing asks a person to act. At the harness's graces (5 s for a balloon):
+    the chart's are longer, which only holds back more."""
+    s = runs
+    s.local_pvs_everywhere(per_node=BURST // 4 + 1)
+    made = [s.start(tr.fan_out_fan_in(tr.unique(f"burst{i}"))) for i in range(BURST)]
+    for run in made:
+        assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded")
+    for run in made:
+        pods = s.recorder.pods(run["metadata"]["uid"])
+        assert len({p.node for p in pods}) == 1 and len(pods) == len(ALL_TASKS)
+    assert s.warnings() == {}
