@@ -14,8 +14,9 @@ PipelineRun creation to balloon bound (ours) and to the first layer bound, p50 a
 the ratios to no coscheduling. For ours also: the operator's CPU seconds per run and peak RSS
 (server and reconciler), API requests per run by verb, reconcile lag (run created to balloon
 pod made), and the webhook's p99. JSON in build/scale.json; PNG plots in build/scale-*.png.
-Last line: `scale: R runs on N nodes: co-located X/R, misplaced M, orphans O, p99 anchor S s,
-operator RSS Y MiB, api requests per run Z`.
+Per mode also the runs with any Warning Event, by reason (a healthy run has none: a Warning
+asks a person to act). Last line: `scale: R runs on N nodes: co-located X/R, misplaced M,
+orphans O, runs with a Warning W, p99 anchor S s, operator RSS Y MiB, api requests per run Z`.
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ class ModeResult:
     co_located: int = 0  # every task pod on one node (for ours: the balloon's)
     misplaced: int = 0  # task pods of ours bound away from their run's balloon
     orphans: int = 0  # balloons left a minute after the last run ended
+    warned: int = 0  # runs with any Warning Event (healthy runs: none is a true alarm)
+    warnings: dict[str, int] = field(default_factory=dict)  # reason -> runs it was said on
     anchor_p50: float = float("nan")
     anchor_p99: float = float("nan")
     first_layer_p50: float = float("nan")
@@ -226,6 +229,14 @@ def one_mode(cluster: LocalCluster, mode: str, runs: int, operator: Operator | N
             }
         result.orphans = len(apps.list_namespaced_stateful_set(
             ns, label_selector=names.BALLOON_SELECTOR).items)
+        warned: dict[str, set[str]] = {}  # run name -> reasons
+        for event in client.CoreV1Api(api).list_namespaced_event(ns).items:
+            if event.type == "Warning" and event.involved_object.kind == "PipelineRun":
+                warned.setdefault(event.involved_object.name, set()).add(event.reason)
+        result.warned = len(warned)
+        for reasons in warned.values():
+            for reason in reasons:
+                result.warnings[reason] = result.warnings.get(reason, 0) + 1
         lags = []
         for name, (uid, t_created) in created.items():
             run = done.get(name)
@@ -330,11 +341,12 @@ def main() -> int:
         operator.proc.stop()
     none = next((r for r in results if r.mode == "none"), None)
     print(f"\n{args.runs} runs on {args.nodes} nodes, {args.finished} finished runs kept\n")
-    print(f"{'mode':20} {'ok':>6} {'one node':>9} {'misplaced':>9} {'orphans':>7} "
+    print(f"{'mode':20} {'ok':>6} {'one node':>9} {'misplaced':>9} {'orphans':>7} {'warned':>6} "
           f"{'anchor p50/p99 s':>17} {'first layer p50/p99 s':>22} {'vs none':>8} {'wall s':>7}")
     for r in results:
         ratio = (r.first_layer_p99 / none.first_layer_p99) if none and none.first_layer_p99 else 1
         print(f"{r.mode:20} {r.succeeded:6} {r.co_located:9} {r.misplaced:9} {r.orphans:7} "
+              f"{r.warned:6} "
               f"{r.anchor_p50:8.1f}/{r.anchor_p99:<8.1f} {r.first_layer_p50:11.1f}/"
               f"{r.first_layer_p99:<10.1f} {ratio:8.2f} {r.wall_seconds:7.0f}")
     print(f"\nmean cores used while the runs ran (the machine has {os.cpu_count()}):")
@@ -343,6 +355,10 @@ def main() -> int:
         print(f"  {r.mode:20} total {sum(r.cores.values()):.2f}: "
               + ", ".join(f"{name} {used:.2f}" for name, used in busiest))
     ours = next((r for r in results if r.mode == OURS), None)
+    for r in results:
+        if r.warnings:
+            print(f"  {r.mode}: Warnings on runs: " + ", ".join(
+                f"{reason} {count}" for reason, count in sorted(r.warnings.items())))
     if ours:
         for key, value in ours.operator.items():
             print(f"  operator {key}: {value}")
@@ -357,8 +373,9 @@ def main() -> int:
                       if k != "lease")
         print(f"scale: {args.runs} runs on {args.nodes} nodes: co-located "
               f"{ours.co_located}/{args.runs}, misplaced {ours.misplaced}, orphans {ours.orphans}, "
-              f"p99 anchor {ours.anchor_p99:.1f} s, operator RSS "
-              f"{ours.operator.get('peak_rss_mib', float('nan')):.0f} MiB, api requests per run "
+              f"runs with a Warning {ours.warned}, p99 anchor {ours.anchor_p99:.1f} s, "
+              f"operator RSS {ours.operator.get('peak_rss_mib', float('nan')):.0f} MiB, "
+              f"api requests per run "
               f"{per_run:.1f}")
     return 0
 
