@@ -27,6 +27,8 @@ REQUIRED: tuple[Access, ...] = (
     Access(resolution.GROUP, resolution.PLURAL, ("list", "watch"),
            "a run's peak: the tasks and pipeline Tekton's resolvers fetched for it"),
     Access("", "limitranges", ("list", "watch"), "a run's peak: what LimitRanges give its pods"),
+    Access("", "resourcequotas", ("list", "watch"),
+           "a reservation takes only what a team's quota leaves free"),
     Access(
         "apps",
         "statefulsets",

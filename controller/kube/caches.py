@@ -1,6 +1,7 @@
 """The leader's watch caches: what it reads instead of asking the API server per event.
 
-Balloons (StatefulSets with our labels, every namespace) and, in the namespaces that opted in,
+Balloons (StatefulSets with our labels, every namespace), ResourceQuotas (every namespace) and,
+in the namespaces that opted in,
 claims, LimitRanges, Tasks, Pipelines and Tekton's ResolutionRequests (a watch per kind and
 enabled namespace, started and stopped as namespaces opt in and out: the rest of the cluster
 costs nothing). A cache that is not synced yet answers None, and the caller asks the API server
@@ -49,13 +50,25 @@ class Caches:
             label_selector=names.BALLOON_SELECTOR,
             timeout=timeout,
         )
+        # ResourceQuotas of every namespace (few objects, one watch): what a reservation may
+        # take of a team's quota (core/quota.py).
+        self._quotas: dict[str, list[Obj]] = {}
+        self.quota_watch = Reflector(
+            "resourcequotas",
+            kube.core.list_resource_quota_for_all_namespaces,
+            (),
+            self._on_quotas,
+            timeout=timeout,
+        )
 
     def start(self) -> None:
         self._active = True
         start_thread(self.balloon_watch.run, "watch-balloons")
+        start_thread(self.quota_watch.run, "watch-resourcequotas")
 
     def stop(self) -> None:
         self.balloon_watch.stop()
+        self.quota_watch.stop()
         with self._lock:
             for watch in self._watches.values():
                 watch.stop()
@@ -65,6 +78,14 @@ class Caches:
     def _on_balloons(self, store: Store) -> None:
         with self._lock:
             self._balloons = store
+
+    def _on_quotas(self, store: Store) -> None:
+        by_namespace: dict[str, list[Obj]] = {}
+        for obj in store.values():
+            by_namespace.setdefault(str((obj.get("metadata") or {}).get("namespace")), []).append(
+                obj)
+        with self._lock:
+            self._quotas = by_namespace
 
     def follow_namespaces(self, _: Facts, new: Facts) -> None:
         """Watches the enabled namespaces only (a cluster-view listener)."""
@@ -123,6 +144,13 @@ class Caches:
         with self._lock:
             store = self._stores.get((kind, namespace))
             return list(store.values()) if store is not None else None
+
+    def quotas(self, namespace: str) -> list[Obj] | None:
+        """The namespace's ResourceQuotas; None while the watch is not synced."""
+        if not self.quota_watch.synced.is_set():
+            return None
+        with self._lock:
+            return list(self._quotas.get(namespace, ()))
 
     def pvcs(self, namespace: str) -> list[Mapping[str, Any]] | None:
         return self.listed("claims", namespace)

@@ -14,11 +14,13 @@ from typing import Any
 import structlog
 
 from controller.core import balloon, names, peak, podrequests, quantity, reservation, tekton
+from controller.core.quantity import Amounts
 from controller.core.times import parse_time
 from controller.kube.caches import Caches
 from controller.kube.client import ApiError, Kube, api_message
 from controller.kube.clusterview import Facts
 from controller.metrics import Metrics
+from controller.operator.headroom import Headroom
 from controller.operator.notify import Notifier, pipelinerun_ref
 from controller.operator.podindex import PodIndex
 from controller.operator.resolving import Resolving
@@ -48,6 +50,7 @@ class Capacity:
         live: Callable[[str], Mapping[str, Any] | None],
         facts: Callable[[], Facts],
         reconcile: Callable[[Mapping[str, Any]], object],
+        live_runs: Callable[[], Iterable[tekton.PipelineRun]] = lambda: (),
     ) -> None:
         self.settings = settings
         self.kube = kube
@@ -63,9 +66,11 @@ class Capacity:
         self._acted: dict[str, float] = {}  # run uid -> when its reservation last changed
         self._estimates: dict[str, peak.Estimate] = {}
         self._lock = threading.RLock()
-        # When a reservation pod could not be made (no PriorityClass, quota, admission): new
-        # balloons do not wait for one for a while, and unbound ones are re-planned without.
-        self._failed_at: datetime | None = None
+        # Namespace -> when a reservation pod could not be made there (no PriorityClass,
+        # admission): its new balloons do not wait for one for a while, and unbound ones are
+        # re-planned without.
+        self._failed_at: dict[str, datetime] = {}
+        self.headroom = Headroom(settings, caches, index, notifier, self._known, live_runs)
 
     # -- the estimate -----------------------------------------------------------------------
 
@@ -105,6 +110,24 @@ class Capacity:
                 self._estimates[run.uid] = found
         return self._learn(run.uid, found)
 
+    def _known(self, run_uid: str) -> peak.Estimate | None:
+        with self._lock:
+            return self._estimates.get(run_uid)
+
+    def _asks(
+        self, run: tekton.PipelineRun, facts: Facts, found: peak.Estimate, own: Amounts
+    ) -> tuple[Amounts, Amounts]:
+        """What a scout and a keeper of the run ask: the rest of its peak, and of that what its
+        running pods do not hold, each as far as its namespace's quotas and LimitRanges allow
+        (nothing at all where not even a reservation pod fits: core/quota.py)."""
+        done, held, _ = self.index.progress(run.uid)
+        full = found.remaining(done)
+        need = quantity.minus(full, held)
+        allowed = self.headroom.allowed(run, facts, full, need, own)
+        if allowed is None:
+            return {}, {}
+        return allowed, {r: min(a, allowed.get(r, 0)) for r, a in need.items()}
+
     def _learn(self, run_uid: str, found: peak.Estimate) -> peak.Estimate:
         """Tasks unknown before they ran (resolvers) count as their pods ask, once the pod
         watch has shown one: the keeper then holds room for their siblings."""
@@ -129,7 +152,8 @@ class Capacity:
     def _on(self, run: tekton.PipelineRun, facts: Facts) -> bool:
         if not facts.policy_for(run.namespace).policy.capacity.anchor:
             return False
-        return not (self._failed_at and (datetime.now(UTC) - self._failed_at).total_seconds() < 300)
+        failed = self._failed_at.get(run.namespace)
+        return not (failed and (datetime.now(UTC) - failed).total_seconds() < 300)
 
     def waits_for_resolution(self, run: tekton.PipelineRun, facts: Facts) -> str | None:
         """What Tekton still resolves of the run, for which its anchor waits (resolving.py)."""
@@ -141,7 +165,11 @@ class Capacity:
         if not self._on(run, facts):
             return False
         found = self.estimate(run, facts)
-        return found is not None and reservation.worth(found.peak)
+        if found is None or not reservation.worth(found.peak):
+            return False
+        rooms = self._rooms(run.uid, datetime.now(UTC))
+        own = reservation.room_of(rooms[0], 0).size if rooms else {}
+        return reservation.worth(self._asks(run, facts, found, own)[0])
 
     def forget(self, run_uid: str) -> None:
         self.resolving.forget(run_uid)
@@ -199,15 +227,23 @@ class Capacity:
         rooms = self._rooms(run.uid, now)
         for extra in rooms[1:]:  # a replaced scout still ending: only the newest counts
             self._delete(extra, "an older reservation")
-        done, held, pending = self.index.progress(run.uid)
-        full = found.remaining(done)
+        _, _, pending = self.index.progress(run.uid)
+        own = reservation.room_of(rooms[0], 0).size if rooms else {}
+        full, need = self._asks(run, facts, found, own)
         pod = self.index.balloon(run.uid)
+        requires_room = reservation.requires_room(base["spec"]["template"]["spec"], run.uid)
+        if requires_room and not reservation.worth(full) and not (pod and pod.node):
+            # The quota leaves no reservation: the unbound balloon must not wait for one
+            # (re-planned without; not tended again before the watch shows it).
+            self._acted[run.uid] = time.monotonic()
+            self.reconcile(self.live(run.uid) or {})
+            return
         waiting = self.index.balloon_waiting(run.uid)
         capacity = facts.policy_for(run.namespace).policy.capacity
         seen = reservation.Seen(
             full=full,
-            need=quantity.minus(full, held),
-            requires_room=reservation.requires_room(base["spec"]["template"]["spec"], run.uid),
+            need=need,
+            requires_room=requires_room,
             balloon_node=(pod.node or None) if pod else None,
             balloon_waiting=(now - waiting.since).total_seconds() if waiting else 0.0,
             pods_pending=pending,
@@ -236,10 +272,12 @@ class Capacity:
             try:
                 self.kube.create_pod(manifest)
             except ApiError as exc:
-                self._failed_at = now
+                self._failed_at[run.namespace] = now
                 self.notifier.tell(
                     ref, reservation.cannot_reserve(f"{exc.status} {api_message(exc)}"), run.uid
                 )
+                if step.act is not reservation.Act.KEEP and self.live(run.uid) is not None:
+                    self.reconcile(self.live(run.uid) or {})  # re-planned without it, at once
 
     def release(self, run_uid: str, why: str) -> None:
         """The run's reservation pods go: its balloon went, or it is no longer live."""

@@ -201,3 +201,14 @@ def test_pod_whose_spec_is_not_an_object_is_left_alone(spec: Any, facts: StaticF
     pod["spec"] = spec
     decision = decide(pod, facts)
     assert decision.outcome is Outcome.INVALID_OBJECT and decision.patch == ()
+
+
+@pytest.mark.parametrize(("key", "valid"), [
+    ("kubernetes.io/hostname", True), ("zone", True), ("/zone", False), ("a/b/c", False),
+    ("example.com/" + "z" * 63, True), ("example.com/" + "z" * 64, False),
+    ("x" * 254 + "/zone", False), ("Example.com/zone", False), ("", False),
+])
+def test_a_topology_key_is_a_label_key_as_the_api_server_checks_it(key: str, valid: bool) -> None:
+    from controller.core.fragments import is_qualified_name
+
+    assert is_qualified_name(key) is valid

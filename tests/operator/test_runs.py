@@ -146,6 +146,9 @@ class MemoryCaches:
     def listed(self, kind: str, namespace: str) -> list[dict[str, Any]]:
         return list(self.kube.objects.get(kind, {}).values())
 
+    def quotas(self, namespace: str) -> list[dict[str, Any]]:
+        return self.listed("resourcequotas", namespace)
+
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.kube.objects.get(kind, {}).get(name)
 
