@@ -198,7 +198,7 @@ def limited(want: Mapping[str, int], size: Mapping[str, int] | None,
     bounds = sorted({allowed.why[r] for r in (short or [PODS]) if r in allowed.why})
     reserved = quantity.describe(got) if size else "nothing"
     return Notice(
-        "RoomLimitedByQuota",
+        "RoomLimited",
         f"the run's peak ({quantity.describe(want)}) is reserved only in part: {reserved}, "
         f"because of {', '.join(bounds) or 'the namespace quota'}; what the namespace's quota "
         "leaves free is kept for the pods its runs will still make, so that none of them is "

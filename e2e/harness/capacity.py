@@ -23,17 +23,18 @@ from e2e.harness.faults import Pool
 def fan_out(
     name: str, pool: Pool | None, build_cpu: str, builds: Sequence[str] = tr.FAN_OUT,
     build_seconds: str = "6", fetch_cpu: str | None = None, publish_seconds: str | None = None,
-    tolerations: Sequence[Mapping[str, str]] = (),
+    tolerations: Sequence[Mapping[str, str]] = (), publish_cpu: str | None = None,
 ) -> dict[str, Any]:
     """fetch (asking fetch_cpu, running 3 s) -> the builds (each asking build_cpu, running
-    build_seconds) -> publish (running publish_seconds); every pod held to the pool, if one is
-    given, and tolerating `tolerations`."""
+    build_seconds) -> publish (asking publish_cpu, running publish_seconds); every pod held to
+    the pool, if one is given, and tolerating `tolerations`."""
     fetch = tr.task(tr.FETCH)
-    if fetch_cpu:
-        fetch["taskSpec"]["steps"][0]["computeResources"] = {"requests": {"cpu": fetch_cpu}}
     fanned = [tr.task(b, after=[tr.FETCH]) for b in builds]
-    for build in fanned:
-        build["taskSpec"]["steps"][0]["computeResources"] = {"requests": {"cpu": build_cpu}}
+    publish = tr.task(tr.PUBLISH, after=list(builds))
+    for task, cpu in [(fetch, fetch_cpu), *((b, build_cpu) for b in fanned),
+                      (publish, publish_cpu)]:
+        if cpu:
+            task["taskSpec"]["steps"][0]["computeResources"] = {"requests": {"cpu": cpu}}
     template: dict[str, Any] = {"nodeSelector": dict(pool.label)} if pool else {}
     if tolerations:
         template["tolerations"] = [dict(t) for t in tolerations]
@@ -42,7 +43,7 @@ def fan_out(
         seconds[tr.PUBLISH] = publish_seconds
     return tr.pipelinerun(
         name,
-        [fetch, *fanned, tr.task(tr.PUBLISH, after=list(builds))],
+        [fetch, *fanned, publish],
         {tr.SHARED: tr.volume_claim_template()},
         pod_template=template or None,
         task_annotations={task: {tr.RUN_SECONDS: s} for task, s in seconds.items()},

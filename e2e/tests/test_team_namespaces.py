@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from controller.core import names
+from controller.core.times import parse_time
+from e2e.harness import capacity
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import ClusterHandle
 from e2e.harness.coscheduler import Coscheduler
@@ -98,4 +100,65 @@ def test_a_burst_of_runs_that_all_succeed_together_carries_no_warning(runs: Runs
     for run in made:
         pods = s.recorder.pods(run["metadata"]["uid"])
         assert len({p.node for p in pods}) == 1 and len(pods) == len(ALL_TASKS)
+    assert s.warnings() == {}
+
+
+def team_limits(s: Runs) -> None:
+    """A team namespace's LimitRange (100m per container by default) and a quota that holds
+    the run's widest layer (three 1-CPU builds) and a little."""
+    s.core.create_namespaced_limit_range(s.ns, {"metadata": {"name": "defaults"}, "spec": {
+        "limits": [{"type": "Container", "defaultRequest": {"cpu": "100m"}}]}})
+    s.core.create_namespaced_resource_quota(s.ns, {"metadata": {"name": "team"}, "spec": {
+        "hard": {"requests.cpu": "3500m"}}})
+    s.cluster.wait_for(lambda: (s.core.read_namespaced_resource_quota("team", s.ns).status.used),
+                       timeout=30, what="quota counted")
+
+
+def seconds(run: dict[str, Any]) -> float:
+    status = run["status"]
+    began, ended = (parse_time(status[k]) for k in ("startTime", "completionTime"))
+    assert began is not None and ended is not None
+    return (ended - began).total_seconds()
+
+
+def test_a_run_in_a_quota_d_namespace_is_never_refused_a_pod_for_our_reservation(
+    runs: Runs, unlabelled: Runs
+) -> None:
+    """The same run with and without coscheduling, side by side in two namespaces alike: the
+    reservation takes only what the quota leaves beyond the run's own pods (said, Normal), no
+    pod is refused (Tekton would retry it a minute later), and it ends as soon."""
+    for s in (runs, unlabelled):
+        team_limits(s)
+        s.local_pvs_everywhere(per_node=1)
+    body = capacity.fan_out(tr.unique("quota"), None, build_cpu="1", fetch_cpu="1",
+                            publish_cpu="1", build_seconds="4")
+    ours, none = runs.start(body), unlabelled.start(body)
+    ended = {"ours": runs.done(ours), "none": unlabelled.done(none)}
+    assert {k: tr.outcome(r) for k, r in ended.items()} == dict.fromkeys(ended, ("True", "Succeeded"))
+    said = runs.said(ours, "RoomLimited", timeout=5)
+    assert said.type == "Normal" and "ResourceQuota team" in said.message, said.message
+    refused = [e.message for s in (runs, unlabelled) for e in s.core.list_namespaced_event(s.ns).items
+               if "exceeded quota" in (e.message or "")]
+    assert refused == []
+    took = {k: seconds(r) for k, r in ended.items()}
+    print(f"run time with coscheduling {took['ours']:.0f} s, without {took['none']:.0f} s")
+    assert took["ours"] <= took["none"] + 10
+    assert len({p.node for p in runs.recorder.pods(ours["metadata"]["uid"])}) == 1
+
+
+def test_a_limit_range_smaller_than_the_peak_caps_the_reservation_and_hangs_nothing(
+    runs: Runs,
+) -> None:
+    """A LimitRange whose per-pod maximum (1 CPU) is below the run's peak (3 CPUs): the
+    reservation asks for what it allows, is made, and the run ends."""
+    s = runs
+    s.core.create_namespaced_limit_range(s.ns, {"metadata": {"name": "max"}, "spec": {
+        "limits": [{"type": "Pod", "max": {"cpu": "1"}},
+                   {"type": "Container", "max": {"cpu": "1"}, "default": {"cpu": "1"},
+                    "defaultRequest": {"cpu": "100m"}}]}})
+    s.local_pvs_everywhere(per_node=1)
+    run = s.start(capacity.fan_out(tr.unique("maxed"), None, build_cpu="1", build_seconds="2"))
+    said = s.said(run, "RoomLimited", timeout=30)
+    assert "LimitRange max" in said.message and said.type == "Normal", said.message
+    assert tr.outcome(s.done(run, timeout=90)) == ("True", "Succeeded")
     assert s.warnings() == {}

@@ -53,7 +53,7 @@ def test_a_quota_the_runs_already_fill_leaves_the_reservation_nothing_and_that_i
     size = quota.sized(CPU3, bounds, [])
     assert size == {}
     said = quota.limited(CPU3, size, bounds)
-    assert said is not None and not said.warning and said.reason == "RoomLimitedByQuota"
+    assert said is not None and not said.warning and said.reason == "RoomLimited"
     assert "ResourceQuota team" in said.message and "nothing" in said.message
 
 
