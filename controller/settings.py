@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     # Capacity-aware anchoring (core/reservation.py): on by default, a policy may turn it off.
     capacity_anchor: bool = True
     capacity_wait_seconds: int = Field(default=60, ge=0, le=3600)
+    # Cluster Autoscaler runs in the cluster: a run larger than every node waits for it to add
+    # a bigger one (its node groups are not visible; Karpenter's NodePools are read instead).
+    cluster_autoscaler: bool = False
     # The chart's PriorityClass for reservation pods: below every task pod, above autoscalers'
     # expendable cutoff, never preempting.
     reservation_priority_class_name: ObjectName = "tekton-coscheduler-reservation"

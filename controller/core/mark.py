@@ -43,6 +43,13 @@ def topology_key(annotations: Mapping[str, Any]) -> str | None:
     return key if isinstance(key, str) and is_qualified_name(key) else None
 
 
+def ready(run: tekton.PipelineRun) -> bool:
+    """Has Tekton made its own first writes to the run (its labels, and the pipeline it
+    resolved)? Tekton writes labels with an Update that fails (and is said on the run as a
+    Warning) when something else wrote the run meanwhile: the mark waits for them."""
+    return bool(run.labels.get(tekton.LABEL_PIPELINE)) and bool(run.status.get("pipelineSpec"))
+
+
 def patch(run_uid: str, key: str, installation: str) -> dict[str, Any]:
     """The merge patch that marks a PipelineRun or a TaskRun of the run."""
     return {"metadata": {
@@ -53,9 +60,11 @@ def patch(run_uid: str, key: str, installation: str) -> dict[str, Any]:
 
 
 def unmarked(task_runs: Sequence[Mapping[str, Any]], run_uid: str) -> list[str]:
-    """The names of the run's TaskRuns (made before the run was marked) that lack the mark."""
+    """The names of the run's TaskRuns (made before the run was marked) that lack the mark,
+    among those Tekton has made a pod for (it has written their labels by then)."""
     return [
         str((tr.get("metadata") or {}).get("name"))
         for tr in task_runs
         if not of((tr.get("metadata") or {}).get("labels") or {}, run_uid)
+        and (tr.get("status") or {}).get("podName")
     ]

@@ -16,7 +16,9 @@ for more than pod slots, a reservation pod goes first:
   the rest of the run will need beyond what its running pods hold.
 
 When no node has room for the peak within the policy's wait, the scout asks for half as much,
-and so on, and the run is told (`PeakDoesNotFit`): it is anchored where most of it fits.
+and so on, and the run is told (`PeakDoesNotFit`): it is anchored where most of it fits. (A
+peak larger than any node the run may use asks at once for the most one holds, unless an
+autoscaler can add a bigger node: core/nodefit.py.)
 In-place resize of the balloon (GA in 1.35) was tried first: the API server refuses it for a
 pod whose node reports no container resources (`isPodResizeRequestSupported`), as kwok's nodes
 do, and a resized pod's room is freed only once its kubelet acts; a second pod needs neither.
@@ -180,9 +182,10 @@ def _before_anchor(seen: Seen, room: Room | None) -> Step:
     return Step(Act.REPLACE, where, size, times, Notice(
         "PeakDoesNotFit",
         f"the run's peak ({quantity.describe(seen.full)}) was asked for {int(seen.wait_seconds)}s"
-        f" and {where}; the run is anchored where "
-        + (f"{quantity.describe(size)} of it fits" if worth(size) else "it fits at all")
-        + ", and its widest layer may wait there for room",
+        f" and {where}; the reservation now asks for "
+        + (f"{quantity.describe(size)}, and the run will be anchored where that fits"
+           if worth(size) else "no more than a pod, and the run will be anchored wherever it fits")
+        + ", its widest layer waiting there for room",
     ))
 
 

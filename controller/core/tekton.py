@@ -22,6 +22,7 @@ LABEL_PIPELINE_RUN = "tekton.dev/pipelineRun"
 LABEL_PIPELINE_RUN_UID = "tekton.dev/pipelineRunUID"
 LABEL_TASK_RUN = "tekton.dev/taskRun"
 LABEL_PIPELINE_TASK = "tekton.dev/pipelineTask"
+LABEL_PIPELINE = "tekton.dev/pipeline"  # Tekton's first reconcile of a run writes it
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_COMPONENT = "app.kubernetes.io/component"
 AFFINITY_ASSISTANT_COMPONENT = "affinity-assistant"

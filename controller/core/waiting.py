@@ -80,18 +80,29 @@ class Waiting:
         return reason_of(self.message)
 
 
+# The resource each "Insufficient ..." reason waits for.
+_RESOURCE = {"cpu": "cpu", "memory": "memory", "ephemeral-storage": "ephemeral-storage",
+             "pods": "pods"}
+
+
 def notice(
-    w: Waiting, now: datetime, grace: float, tekton_makes: Collection[str] = ()
+    w: Waiting, now: datetime, grace: float, tekton_makes: Collection[str] = (),
+    run_holds: Collection[str] = (),
 ) -> Notice | None:
     """The Warning to give once the pod has waited past the grace period; None before.
 
     `tekton_makes`: the claims Tekton makes for the run (its volumeClaimTemplate workspaces).
     A balloon waiting for one of them waits for Tekton, which makes them before any TaskRun:
-    no pod of the run waits meanwhile, and nothing is said at any grace or load."""
+    no pod of the run waits meanwhile, and nothing is said at any grace or load.
+    `run_holds`: the resources the run's own running pods hold on its anchor. A pod waiting for
+    one of them takes its turn after its siblings (a layer wider than the node), which ends by
+    itself: nothing is said while they run."""
     waited = (now - w.since).total_seconds()
     if waited < grace:
         return None
     if w.balloon and missing_claim(w.message) in tekton_makes:
+        return None
+    if not w.balloon and _RESOURCE.get(w.reason) in run_holds:
         return None
     if w.balloon:
         return Notice(

@@ -49,7 +49,10 @@ REQUIRED: tuple[Access, ...] = (
         "find the claims a run owns (a watch cache); can they follow an anchor that moves",
     ),
     Access("", "persistentvolumes", ("get",), "is a claim's volume bound to one node"),
-    Access("", "nodes", ("get", "list", "watch"), "anchors on nodes that go away"),
+    Access("", "nodes", ("get", "list", "watch"),
+           "anchors on nodes that go away; what the nodes a run may use can hold"),
+    Access("karpenter.sh", "nodepools", ("list",),
+           "can Karpenter add a node for a run larger than every node"),
     Access(
         "policy",
         "poddisruptionbudgets",

@@ -232,6 +232,16 @@ class Kube:
             "taskruns", label_selector=f"{tekton.LABEL_PIPELINE_RUN}={run_name}",
         )
 
+    def list_nodepools(self) -> list[Obj]:
+        """Karpenter's NodePools; none where Karpenter's API is not served."""
+        try:
+            return self.items(self.custom.list_cluster_custom_object, "karpenter.sh", "v1",
+                              "nodepools")
+        except ApiException as exc:
+            if exc.status == 404:
+                return []
+            raise
+
     # -- our policy ----------------------------------------------------------------------
 
     def list_policies(self, namespace: str) -> list[Obj]:

@@ -51,6 +51,11 @@ class AnchorGuard:
         for run_uid in self.index.anchored_on(name):
             self.look_at(run_uid)
 
+    def nodes(self) -> list[Mapping[str, Any]]:
+        """Every node as the node watch last saw it."""
+        with self._lock:
+            return [n for n in self._nodes.values() if n is not None]
+
     def recheck(self) -> None:
         """Every few seconds: anchors that could not move may be free now."""
         with self._lock:

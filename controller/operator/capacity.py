@@ -14,7 +14,6 @@ from typing import Any
 import structlog
 
 from controller.core import balloon, names, peak, podrequests, quantity, reservation, tekton
-from controller.core.quantity import Amounts
 from controller.core.times import parse_time
 from controller.kube.caches import Caches
 from controller.kube.client import ApiError, Kube, api_message
@@ -51,6 +50,7 @@ class Capacity:
         facts: Callable[[], Facts],
         reconcile: Callable[[Mapping[str, Any]], object],
         live_runs: Callable[[], Iterable[tekton.PipelineRun]] = lambda: (),
+        nodes: Callable[[], Iterable[Mapping[str, Any]]] = lambda: (),
     ) -> None:
         self.settings = settings
         self.kube = kube
@@ -70,7 +70,8 @@ class Capacity:
         # admission): its new balloons do not wait for one for a while, and unbound ones are
         # re-planned without.
         self._failed_at: dict[str, datetime] = {}
-        self.headroom = Headroom(settings, caches, index, notifier, self._known, live_runs)
+        self.headroom = Headroom(settings, caches, index, notifier, self._known, live_runs, nodes,
+                                 kube)
 
     # -- the estimate -----------------------------------------------------------------------
 
@@ -114,20 +115,6 @@ class Capacity:
         with self._lock:
             return self._estimates.get(run_uid)
 
-    def _asks(
-        self, run: tekton.PipelineRun, facts: Facts, found: peak.Estimate, own: Amounts
-    ) -> tuple[Amounts, Amounts]:
-        """What a scout and a keeper of the run ask: the rest of its peak, and of that what its
-        running pods do not hold, each as far as its namespace's quotas and LimitRanges allow
-        (nothing at all where not even a reservation pod fits: core/quota.py)."""
-        done, held, _ = self.index.progress(run.uid)
-        full = found.remaining(done)
-        need = quantity.minus(full, held)
-        allowed = self.headroom.allowed(run, facts, full, need, own)
-        if allowed is None:
-            return {}, {}
-        return allowed, {r: min(a, allowed.get(r, 0)) for r, a in need.items()}
-
     def _learn(self, run_uid: str, found: peak.Estimate) -> peak.Estimate:
         """Tasks unknown before they ran (resolvers) count as their pods ask, once the pod
         watch has shown one: the keeper then holds room for their siblings."""
@@ -169,10 +156,11 @@ class Capacity:
             return False
         rooms = self._rooms(run.uid, datetime.now(UTC))
         own = reservation.room_of(rooms[0], 0).size if rooms else {}
-        return reservation.worth(self._asks(run, facts, found, own)[0])
+        return reservation.worth(self.headroom.asks(run, facts, found, own, None)[0])
 
     def forget(self, run_uid: str) -> None:
         self.resolving.forget(run_uid)
+        self.headroom.forget(run_uid)
         with self._lock:
             self._estimates.pop(run_uid, None)
             self._acted.pop(run_uid, None)
@@ -229,9 +217,10 @@ class Capacity:
             self._delete(extra, "an older reservation")
         _, _, pending = self.index.progress(run.uid)
         own = reservation.room_of(rooms[0], 0).size if rooms else {}
-        full, need = self._asks(run, facts, found, own)
+        spec = base["spec"]["template"]["spec"]
+        full, need = self.headroom.asks(run, facts, found, own, spec)
         pod = self.index.balloon(run.uid)
-        requires_room = reservation.requires_room(base["spec"]["template"]["spec"], run.uid)
+        requires_room = reservation.requires_room(spec, run.uid)
         if requires_room and not reservation.worth(full) and not (pod and pod.node):
             # The quota leaves no reservation: the unbound balloon must not wait for one
             # (re-planned without; not tended again before the watch shows it).

@@ -1,5 +1,6 @@
-"""What a team namespace's ResourceQuotas and LimitRanges leave a run's reservation
-(core/quota.py), read from the watch caches, and said on the run when it is less than the peak.
+"""What a run's reservation asks: its peak, as far as the namespace's ResourceQuotas and
+LimitRanges leave room for it (core/quota.py) and the nodes the run may use can ever hold it
+(core/nodefit.py), read from the watch caches; said on the run when it is less than the peak.
 """
 
 from __future__ import annotations
@@ -7,10 +8,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
-from controller.core import peak, quantity, quota, tekton
+from controller.core import nodefit, peak, quantity, quota, tekton
+from controller.core.notices import Notice
 from controller.core.quantity import Amounts
 from controller.kube.caches import Caches
+from controller.kube.client import ApiError, Kube
 from controller.kube.clusterview import Facts
 from controller.operator.notify import Notifier, pipelinerun_ref
 from controller.operator.podindex import PodIndex
@@ -30,7 +34,15 @@ class Headroom:
         notifier: Notifier,
         estimate_of: Callable[[str], peak.Estimate | None],
         live: Callable[[], Iterable[tekton.PipelineRun]],
+        nodes: Callable[[], Iterable[Mapping[str, Any]]] = lambda: (),
+        kube: Kube | None = None,
     ) -> None:
+        self.settings = settings
+        self.nodes = nodes
+        self.kube = kube
+        # run uid -> the share its reservation asks for, where its peak is more than any node
+        # can hold and no autoscaler can add one (None: it asks for what quota allows)
+        self._fitted: dict[str, Amounts | None] = {}
         self.caches = caches
         self.index = index
         self.notifier = notifier
@@ -39,6 +51,62 @@ class Headroom:
         self.reservation = quota.Shape(priority_class=settings.reservation_priority_class_name)
         self._demand: dict[str, tuple[float, dict[str, Amounts]]] = {}  # ns -> (when, by run)
         self._lock = threading.Lock()
+
+    def asks(
+        self, run: tekton.PipelineRun, facts: Facts, found: peak.Estimate, own: Amounts,
+        spec: Mapping[str, Any] | None,
+    ) -> tuple[Amounts, Amounts]:
+        """What a scout and a keeper of the run ask: the rest of its peak, and of that what its
+        running pods do not hold, each as far as its namespace's quotas and LimitRanges allow
+        (nothing at all where not even a reservation pod fits) and, for the balloon's pod spec
+        `spec`, as much as one node it may use can ever hold."""
+        done, held, _ = self.index.progress(run.uid)
+        full = found.remaining(done)
+        need = quantity.minus(full, held)
+        allowed = self.allowed(run, facts, full, need, own)
+        if allowed is None:
+            return {}, {}
+        if spec is not None:
+            allowed = self.fitted(run, allowed, spec)
+        return allowed, {r: min(a, allowed.get(r, 0)) for r, a in need.items()}
+
+    def fitted(self, run: tekton.PipelineRun, want: Amounts, spec: Mapping[str, Any]) -> Amounts:
+        """The most of `want` one node the run may use can hold, where none can hold it all
+        and no autoscaler can add one that would: the run is anchored at once where most of
+        it fits (a wait for room that can never come is not worth it)."""
+        with self._lock:
+            if run.uid in self._fitted:
+                known = self._fitted[run.uid]
+                return {r: min(a, known.get(r, 0)) for r, a in want.items()} if known else want
+        share = nodefit.largest_share(want, self.nodes(), spec)
+        if share is not None and nodefit.autoscaler_may_add(
+            self._nodepools(), spec, want, self.settings.cluster_autoscaler
+        ):
+            share = None
+        with self._lock:
+            self._fitted[run.uid] = share
+        if share is None:
+            return want
+        self.notifier.tell(pipelinerun_ref(run.name, run.namespace, run.uid), Notice(
+            "PeakLargerThanNodes",
+            f"the run's peak ({quantity.describe(want)}) is more than any node it may use can "
+            f"hold, and no autoscaler can add one that could; its reservation asks for "
+            f"{quantity.describe(share)}, the most one of them holds, and its widest layer "
+            "takes turns on the node it is anchored to", warning=False), run.uid)
+        return share
+
+    def _nodepools(self) -> list[Mapping[str, Any]]:
+        """Karpenter's NodePools, asked once per run larger than every node (rare)."""
+        if self.kube is None or self.settings.cluster_autoscaler:
+            return []
+        try:
+            return list(self.kube.list_nodepools())
+        except ApiError:
+            return []  # not readable: no autoscaler known
+
+    def forget(self, run_uid: str) -> None:
+        with self._lock:
+            self._fitted.pop(run_uid, None)
 
     def need(self, run_uid: str, found: peak.Estimate) -> Amounts:
         """What the run will still ask beyond what its running pods hold."""

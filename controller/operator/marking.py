@@ -1,9 +1,10 @@
 """Marks anchored runs, so that they stay anchored to their end (core/mark.py).
 
-A run the operator makes a balloon or a reservation for is marked once: its PipelineRun, and
-the TaskRuns Tekton made before the mark (Tekton copies the mark to those it makes after).
-When a namespace is switched off, its marked runs' TaskRuns are looked at once more: one that
-Tekton made from a copy of the run read just before the mark would otherwise miss it.
+A run the operator makes a balloon or a reservation for is marked once, as soon as Tekton has
+made its own first writes to it (core/mark.ready): its PipelineRun, and the TaskRuns Tekton
+made before the mark and has made a pod for (Tekton copies the mark to those it makes after).
+When a namespace is switched off, its marked runs' TaskRuns are looked at once more: one still
+without a pod at the mark, or one Tekton made from a copy of the run read just before it.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ class Marks:
     def ensure(self, run: tekton.PipelineRun, topology_key: str) -> None:
         """Marks the run and its TaskRuns, once. A failure is logged: the run stays anchored
         while its namespace is enabled, and the next event tries again."""
-        if self.marked(run):
-            return
+        if self.marked(run) or not mark.ready(run):
+            return  # marked, or Tekton's first writes still to come: a later event marks it
         try:
             self.kube.patch_tekton(run.namespace, "pipelineruns", run.name,
                                    mark.patch(run.uid, topology_key, self.installation))

@@ -62,6 +62,7 @@ class Operator:
         self.capacity = Capacity(
             settings, kube, caches, self.index, self.notifier, metrics, self.balloon_of,
             self.live.get, lambda: self.view.facts, self.reconcile_run, self._live_runs,
+            self.anchors.nodes,
         )
         self.marks = Marks(
             kube, f"{settings.namespace_label}={settings.namespace_label_value}", self._live_runs

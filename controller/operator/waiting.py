@@ -50,8 +50,10 @@ class WaitingPods:
                 if anchor is None or anchor.bound_at is None:
                     continue
                 pod = replace(pod, since=max(pod.since, anchor.bound_at))
+            holds = () if pod.balloon else {r for r, a in self.index.progress(run_uid)[1].items()
+                                            if a > 0}
             notice = waiting.notice(
-                pod, now, grace, self.tekton_makes(run_uid) if pod.balloon else ()
+                pod, now, grace, self.tekton_makes(run_uid) if pod.balloon else (), holds
             )
             if notice is not None:
                 if pod.balloon:

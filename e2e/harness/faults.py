@@ -179,14 +179,14 @@ class Pool:
     big: str = ""
 
 
-def make_pool(cluster: ClusterHandle, big: bool = True) -> Pool:
+def make_pool(cluster: ClusterHandle, big: bool = True, big_cpu: str = "8") -> Pool:
     pid = uuid.uuid4().hex[:5]
     label = {POOL: pid}
     [small] = cluster.add_nodes(1, prefix=f"small-{pid}", cpu="2", zones=(POOL_ZONE,), labels=label)
     if not big:
         return Pool(label, small)
     [big_node] = cluster.add_nodes(
-        1, prefix=f"big-{pid}", cpu="8", zones=(POOL_ZONE,), labels=label)
+        1, prefix=f"big-{pid}", cpu=big_cpu, zones=(POOL_ZONE,), labels=label)
     return Pool(label, small, big_node)
 
 

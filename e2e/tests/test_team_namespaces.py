@@ -4,6 +4,7 @@ controller, scheduler and quota admission."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 
 from controller.core import names
 from controller.core.times import parse_time
-from e2e.harness import capacity
+from e2e.harness import capacity, faults
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import ClusterHandle
 from e2e.harness.coscheduler import Coscheduler
@@ -162,3 +163,35 @@ def test_a_limit_range_smaller_than_the_peak_caps_the_reservation_and_hangs_noth
     assert "LimitRange max" in said.message and said.type == "Normal", said.message
     assert tr.outcome(s.done(run, timeout=90)) == ("True", "Succeeded")
     assert s.warnings() == {}
+
+
+def test_a_run_larger_than_any_node_it_may_use_is_anchored_at_once_and_takes_turns(
+    runs: Runs, cluster: ClusterHandle
+) -> None:
+    """Eight 1-CPU builds, held by their pod template to a pool of 2-CPU nodes: 8 CPUs fit on
+    none of them, ever, and no autoscaler can add one. The run is anchored at once where the
+    most of its peak fits, its first task (no CPU of its own) starts within seconds, the builds
+    take turns there, and every Event says only what is true."""
+    s = runs
+    pool = faults.make_pool(cluster, big_cpu="2")
+    try:
+        faults.volumes_across_the_pool(cluster, pool)
+        builds = [f"build-{i}" for i in range(8)]
+        body = capacity.fan_out(tr.unique("wide"), pool, build_cpu="1", builds=builds,
+                                build_seconds="1")
+        made = time.time()
+        run = s.start(body)
+        anchor = s.anchor(run)
+        uid = run["metadata"]["uid"]
+        fetch = s.cluster.wait_for(lambda: next((p for p in s.recorder.pods(uid)
+                                                  if p.task == FETCH and p.bound_at), None),
+                                   timeout=60, what="fetch bound")
+        assert tr.outcome(s.done(run, timeout=180)) == ("True", "Succeeded")
+        print(f"fetch bound {fetch.bound_at - made:.1f} s after the run was made")
+        assert (fetch.bound_at or 0) - made < 5
+        assert {p.node for p in s.recorder.pods(uid)} == {anchor}
+        said = s.said(run, "PeakLargerThanNodes", timeout=5)
+        assert said.type == "Normal" and "cpu 8" in said.message and "cpu 1990m" in said.message
+        assert s.events("PeakDoesNotFit") == [] and s.warnings() == {}
+    finally:
+        faults.remove_pool(cluster, pool)

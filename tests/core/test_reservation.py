@@ -54,13 +54,14 @@ def test_the_scout_may_wait_for_a_node_for_the_policys_time_then_asks_half() -> 
     assert step.size == {"cpu": 1500, "memory": 3 * 2**29 * 1000}
     assert step.notice is not None and step.notice.reason == "PeakDoesNotFit"
     assert "cpu 3, memory 3Gi, pods 3" in step.notice.message
-    assert "cpu 1500m, memory 1536Mi of it fits" in step.notice.message
+    assert "now asks for cpu 1500m, memory 1536Mi, and the run will be anchored where that fits" \
+        in step.notice.message
 
 
 def test_after_the_last_halving_the_scout_asks_for_nothing_and_waits_no_more() -> None:
     step = reservation.decide(seen(room=room(age=61, halvings=reservation.MAX_HALVINGS - 1)))
     assert step.act is Act.REPLACE and step.size == {}
-    assert "where it fits at all" in (step.notice.message if step.notice else "")
+    assert "anchored wherever it fits" in (step.notice.message if step.notice else "")
     assert reservation.decide(seen(room=room(age=999, halvings=reservation.MAX_HALVINGS))).act \
         is Act.NONE
 

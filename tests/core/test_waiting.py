@@ -84,3 +84,12 @@ def test_a_balloon_without_a_pod_is_said_with_the_controller_s_failure_or_after_
     assert waiting.no_pod(59, 5, []) is None  # a busy controller, in a burst
     silent = waiting.no_pod(61, 5, [])
     assert silent is not None and "kube-controller-manager" in silent.message
+
+
+def test_a_pod_taking_its_turn_after_its_run_s_own_pods_is_not_a_warning() -> None:
+    """A layer wider than its node: the run's running pods hold the CPU the next one waits
+    for, and its turn comes as they end. Once they hold none, the wait is said."""
+    pod = Waiting("build-h-pod", NOW - timedelta(seconds=60), CPU, anchor="n1")
+    assert waiting.notice(pod, NOW, grace=15, run_holds={"cpu", "pods"}) is None
+    assert waiting.notice(pod, NOW, grace=15, run_holds={"memory"}) is not None
+    assert waiting.notice(pod, NOW, grace=15) is not None

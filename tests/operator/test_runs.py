@@ -353,9 +353,18 @@ def test_a_run_given_a_balloon_is_marked_with_its_taskruns_and_stays_anchored_wh
     body = factories.pipelinerun(name="kept", uid="kept-uid")
     kube.runs["kept"] = body
     kube.task_runs["kept-fetch"] = {"metadata": {"name": "kept-fetch", "labels": {
-        "tekton.dev/pipelineRun": "kept"}}}
+        "tekton.dev/pipelineRun": "kept"}}, "status": {"podName": "kept-fetch-pod"}}
+    kube.task_runs["kept-build"] = {"metadata": {"name": "kept-build", "labels": {
+        "tekton.dev/pipelineRun": "kept"}}}  # no pod yet: Tekton still writes its labels
+    operator.reconcile_run(body)
+    # Tekton's first reconcile has not written the run yet: its own label Update would fail on
+    # a write of ours in between, and say so as a Warning on the run
+    assert names.LABEL_ANCHORED not in (body["metadata"].get("labels") or {})
+    body["metadata"].setdefault("labels", {})["tekton.dev/pipeline"] = "kept"
+    body["status"]["pipelineSpec"] = {"tasks": [{"name": "fetch"}]}
     operator.reconcile_run(body)
     assert body["metadata"]["labels"][names.LABEL_ANCHORED] == "kept-uid"
+    assert names.LABEL_ANCHORED not in kube.task_runs["kept-build"]["metadata"]["labels"]
     assert body["metadata"]["annotations"][names.ANNOTATION_TOPOLOGY_KEY] == "kubernetes.io/hostname"
     assert kube.task_runs["kept-fetch"]["metadata"]["labels"][names.LABEL_ANCHORED] == "kept-uid"
 
