@@ -53,6 +53,19 @@ def test_chart_identity_is_refused_what_it_must_not_do(
     core, custom = client.CoreV1Api(as_chart), client.CustomObjectsApi(as_chart)
     apps, reg = client.AppsV1Api(as_chart), client.AdmissionregistrationV1Api(as_chart)
     ns = cluster.create_namespace(f"rbac-{uuid.uuid4().hex[:6]}")
+    with cluster.api_client() as admin:  # a run, as its owner made it
+        client.CustomObjectsApi(admin).create_namespaced_custom_object(
+            "tekton.dev", "v1", ns, "pipelineruns", {
+                "apiVersion": "tekton.dev/v1", "kind": "PipelineRun",
+                "metadata": {"name": "theirs", "labels": {"team": "a"}},
+                "spec": {"status": "PipelineRunPending",
+                         "pipelineSpec": {"tasks": [{"name": "t", "taskSpec": {"steps": [
+                             {"name": "s", "image": "busybox", "script": "true"}]}}]}}})
+
+    def patch_run(body: dict[str, Any]) -> Callable[[], Any]:
+        return lambda: custom.patch_namespaced_custom_object(
+            "tekton.dev", "v1", ns, "pipelineruns", "theirs", body)
+
     refused = {
         "read secrets": lambda: core.list_secret_for_all_namespaces(),
         "create pods": lambda: core.create_namespaced_pod(
@@ -75,9 +88,11 @@ def test_chart_identity_is_refused_what_it_must_not_do(
                          "volumes": [{"name": "h", "hostPath": {"path": "/"}}]},
             },
         ),
-        "patch pipelineruns": lambda: custom.patch_namespaced_custom_object(
-            "tekton.dev", "v1", ns, "pipelineruns", "any", {"metadata": {"labels": {"a": "b"}}}
-        ),
+        # it may patch a run's labels and annotations of its own domain (the mark), nothing else
+        "patch a run's spec": patch_run({"spec": {"status": "Cancelled"}}),
+        "patch a run's own labels": patch_run({"metadata": {"labels": {"team": "b"}}}),
+        "remove a run's label": patch_run({"metadata": {"labels": {"team": None}}}),
+        "add a run's annotation": patch_run({"metadata": {"annotations": {"x": "y"}}}),
         "delete namespaces": lambda: core.delete_namespace(ns),
         "write Tekton's config": lambda: core.patch_namespaced_config_map(
             "feature-flags", "tekton-pipelines", {"data": {"coschedule": "workspaces"}}
@@ -102,6 +117,8 @@ def test_chart_identity_is_refused_what_it_must_not_do(
     }
     allowed_anyway = [what for what, call in refused.items() if not forbidden(call)]
     assert allowed_anyway == []
+    patch_run({"metadata": {"labels": {names.LABEL_ANCHORED: "uid"},
+                            "annotations": {names.ANNOTATION_TOPOLOGY_KEY: "zone"}}})()
     # and what it needs works
     assert core.list_namespace(label_selector=f"{names.NAMESPACE_LABEL}=true") is not None
     assert (

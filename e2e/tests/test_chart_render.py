@@ -82,7 +82,7 @@ def test_default_render_has_what_an_install_needs() -> None:
 
 def test_webhook_configuration_as_the_issue_asks() -> None:
     docs = chart.render()
-    (hook,) = one(docs, "MutatingWebhookConfiguration")["webhooks"]
+    hook, anchored = one(docs, "MutatingWebhookConfiguration")["webhooks"]
     assert hook["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
                               "resources": ["pods"], "scope": "Namespaced"}]
     assert hook["clientConfig"]["service"]["path"] == webhook.PATH
@@ -97,6 +97,18 @@ def test_webhook_configuration_as_the_issue_asks() -> None:
     # the generated CA signs the served certificate and is the one the API server trusts
     secret = one(docs, "Secret")
     assert hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+    # the second entry: in the namespaces not opted in, only the pods of runs anchored before
+    # their namespace was switched off (they carry the run's mark); otherwise alike
+    assert anchored["name"] == "anchored-pods.tekton-coscheduler.dev"
+    by_key = {e["key"]: e for e in anchored["namespaceSelector"]["matchExpressions"]}
+    assert by_key["tekton-coscheduler.dev/enabled"]["operator"] == "NotIn"
+    assert by_key["kubernetes.io/metadata.name"] == exprs["kubernetes.io/metadata.name"]
+    assert anchored["objectSelector"]["matchExpressions"] == [
+        *hook["objectSelector"]["matchExpressions"],
+        {"key": "tekton-coscheduler.dev/anchored", "operator": "Exists"}]
+    assert {k: v for k, v in anchored.items() if k not in ("name", "namespaceSelector",
+                                                           "objectSelector")} == {
+        k: v for k, v in hook.items() if k not in ("name", "namespaceSelector", "objectSelector")}
 
 
 SERVES_POLICIES = ("admissionregistration.k8s.io/v1/MutatingAdmissionPolicy",
@@ -139,7 +151,9 @@ def test_policy_mode_uses_the_chart_topology_key_as_the_default() -> None:
     docs = chart.render({"admission.mode": "policy", "config.topologyKey": "topology.kubernetes.io/zone"})
     policy, custom = ({v["name"]: v["expression"] for v in p["spec"]["variables"]}
                       for p in by_kind(docs, "MutatingAdmissionPolicy"))
-    assert policy["topologyKey"] == "'topology.kubernetes.io/zone'"
+    # (an anchored run's pods keep the key the run was anchored with, from its mark)
+    assert policy["topologyKey"] == (
+        "variables.anchoredKey != '' ? variables.anchoredKey : 'topology.kubernetes.io/zone'")
     assert custom["topologyKey"].count("'topology.kubernetes.io/zone'") == 2
 
 
