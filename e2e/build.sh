@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Builds the binaries of the local control plane (etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, kwok, the Tekton Pipelines controller, helm, cert-manager, Karpenter's kwok
-# provider) from their Go modules into a per-user cache outside the repository. Versions come
+# provider) from their Go modules into a per-user cache outside the repository, and what a real
+# node needs (containerd, the CNI plugins, kubelet and kube-proxy, the pause image, Tekton's step
+# images, Debian's runc and image tools, the base image the Dockerfile names). Versions come
 # from e2e/versions.env.
 #
-#   e2e/build.sh [--force] [etcd|kubernetes|kwok|tekton|helm|certmanager|karpenter ...]  (default: all)
+#   e2e/build.sh [--force] [etcd|kubernetes|kwok|tekton|helm|certmanager|karpenter|
+#                containerd|cni|kubelet|tektonimages|pause|debian|baseimage|realnode ...]
+#   (default: all; realnode: the last seven)
 #
 # Environment:
 #   TEKTON_COSCHEDULER_CACHE    cache root (default ~/.cache/tekton-coscheduler)
@@ -39,16 +43,22 @@ mkdir -p "$BIN_ROOT" "$LOG_DIR" "$SRC_ROOT"
 
 FORCE=0
 COMPONENTS=()
+REALNODE=(debian containerd cni kubelet tektonimages pause baseimage)
 for arg in "$@"; do
   case $arg in
     --force) FORCE=1 ;;
     etcd | kubernetes | kwok | tekton | helm | certmanager | karpenter) COMPONENTS+=("$arg") ;;
-    -h | --help) sed -n '2,18p' "$0"; exit 0 ;;
+    containerd | cni | kubelet | tektonimages | pause | debian | baseimage) COMPONENTS+=("$arg") ;;
+    realnode) COMPONENTS+=("${REALNODE[@]}") ;;
+    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
 ALL=0
-[ ${#COMPONENTS[@]} -gt 0 ] || { ALL=1; COMPONENTS=(etcd kubernetes kwok tekton helm certmanager karpenter); }
+[ ${#COMPONENTS[@]} -gt 0 ] || {
+  ALL=1
+  COMPONENTS=(etcd kubernetes kwok tekton helm certmanager karpenter "${REALNODE[@]}")
+}
 
 START_ALL=$(date +%s)
 log() { printf '[%s +%4ss] %s\n' "$(date +%H:%M:%S)" "$(($(date +%s) - START_ALL))" "$*"; }
@@ -66,6 +76,13 @@ version_of() { # component -> pinned version
     helm) echo "$HELM_VERSION" ;;
     certmanager) echo "$CERT_MANAGER_VERSION" ;;
     karpenter) echo "$KARPENTER_VERSION" ;;
+    containerd) echo "$CONTAINERD_VERSION" ;;
+    cni) echo "$CNI_PLUGINS_VERSION" ;;
+    kubelet) echo "$KUBERNETES_VERSION" ;;
+    tektonimages) echo "$TEKTON_PIPELINE_VERSION" ;;
+    pause) echo "$PAUSE_VERSION-$KUBERNETES_VERSION" ;;
+    debian) echo "$BASE_SUITE" ;;
+    baseimage) echo "$BASE_SUITE-$(echo "$BASE_IMAGE" | tr '/:' '__')" ;;
   esac
 }
 binaries_of() {
@@ -77,6 +94,13 @@ binaries_of() {
     helm) echo helm ;;
     certmanager) echo cert-manager-controller cert-manager-cainjector ;;
     karpenter) echo karpenter-kwok ;;
+    containerd) echo containerd ctr containerd-shim-runc-v2 ;;
+    cni) echo bridge loopback host-local portmap ;;
+    kubelet) echo kubelet kube-proxy ;;
+    tektonimages) echo entrypoint.tar nop.tar workingdirinit.tar sidecarlogresults.tar shell.tar busybox.tar ;;
+    pause) echo pause pause.tar ;;
+    debian) echo debian-packages ;;
+    baseimage) echo base.tar ;;
   esac
 }
 dir_of() { echo "$BIN_ROOT/$1-$(version_of "$1")"; }
@@ -94,6 +118,9 @@ at_version() {
     helm) "$bin" version --short 2>/dev/null | grep -q "^${v}" ;;
     certmanager) go version -m "$bin" 2>/dev/null | grep -qE "github.com/cert-manager/cert-manager[[:space:]]+${v}([[:space:]]|$)" ;;
     karpenter) go version -m "$bin" 2>/dev/null | grep -qE "sigs.k8s.io/karpenter[[:space:]]+${v}([[:space:]]|$)" ;;
+    containerd) "$bin" --version 2>/dev/null | grep -q " ${v} " ;;
+    kubelet) "$bin" --version 2>/dev/null | grep -q "Kubernetes ${v}$" ;;
+    *) return 1 ;;  # images and packages: the cache's stamp only
   esac
 }
 
@@ -101,14 +128,20 @@ at_version() {
 already_there() {
   local comp=$1 b found dir
   dir=$(dir_of "$comp")
+  if [ "$comp" = debian ]; then  # what Debian's packages put on PATH, whatever the cache says
+    if command -v runc buildah mmdebstrap iptables >/dev/null && [ -x /bin/busybox ]; then
+      log "debian: runc, buildah, mmdebstrap, iptables and busybox-static installed"; return 0
+    fi
+    return 1
+  fi
   if [ -n "${TEKTON_COSCHEDULER_BIN_DIR:-}" ]; then
     found=1
-    for b in $(binaries_of "$comp"); do [ -x "$TEKTON_COSCHEDULER_BIN_DIR/$b" ] || found=0; done
+    for b in $(binaries_of "$comp"); do [ -s "$TEKTON_COSCHEDULER_BIN_DIR/$b" ] || found=0; done
     if [ $found = 1 ]; then log "$comp: using binaries in TEKTON_COSCHEDULER_BIN_DIR=$TEKTON_COSCHEDULER_BIN_DIR"; return 0; fi
   fi
   if [ $FORCE = 0 ] && [ -f "$dir/.stamp" ]; then
     found=1
-    for b in $(binaries_of "$comp"); do [ -x "$dir/$b" ] || found=0; done
+    for b in $(binaries_of "$comp"); do [ -s "$dir/$b" ] || found=0; done
     if [ $found = 1 ]; then log "$comp $(version_of "$comp"): up to date in $dir, nothing to do ($(tr '\n' ' ' <"$dir/.stamp"))"; return 0; fi
   fi
   found=1
@@ -143,8 +176,10 @@ EOF
 # k8s.io/kubernetes cannot be `go install`ed (relative replaces of its staging modules); a wrapper
 # module requires it and maps each staging module to its published v0.X.Y twin. The list of
 # staging modules comes from the proxy's copy of the kubernetes go.mod: it changes between minors.
-write_kubernetes_wrapper() { # dir
-  local gomod staging
+write_kubernetes_wrapper() { # dir [command ...] (default: the control plane's three)
+  local dir=$1 gomod staging cmd
+  shift
+  [ $# -gt 0 ] || set -- kube-apiserver kube-controller-manager kube-scheduler
   gomod=$(go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
   [ -f "$gomod" ] || die "could not download the go.mod of k8s.io/kubernetes@$KUBERNETES_VERSION"
   staging=$(sed -n 's#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/src/.*#\1#p' "$gomod")
@@ -161,18 +196,12 @@ write_kubernetes_wrapper() { # dir
     echo "replace ("
     for m in $staging; do echo "	$m => $m $staging_version"; done
     echo ")"
-  } >"$1/go.mod"
-  cat >"$1/tools.go" <<'EOF'
-//go:build tools
-
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-	_ "k8s.io/kubernetes/cmd/kube-scheduler"
-)
-EOF
+  } >"$dir/go.mod"
+  {
+    printf '//go:build tools\n\npackage tools\n\nimport (\n'
+    for cmd in "$@"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$cmd"; done
+    printf ')\n'
+  } >"$dir/tools.go"
   log "kubernetes: wrapper module with $(echo "$staging" | wc -w) staging replaces at $staging_version"
 }
 
@@ -199,6 +228,19 @@ package tools
 
 import _ "github.com/tektoncd/pipeline/cmd/controller"
 EOF
+}
+
+# A wrapper module that requires $2 at $3 and imports the packages $4... (their commands).
+write_wrapper() { # dir module version package...
+  local dir=$1 module=$2 version=$3 pkg
+  shift 3
+  printf 'module tekton-coscheduler.local/%s\n\ngo 1.26.0\n\nrequire %s %s\n' \
+    "$(basename "$dir")" "$module" "$version" >"$dir/go.mod"
+  {
+    printf '//go:build tools\n\npackage tools\n\nimport (\n'
+    for pkg in "$@"; do printf '\t_ "%s"\n' "$pkg"; done
+    printf ')\n'
+  } >"$dir/tools.go"
 }
 
 write_certmanager_wrapper() { # dir
@@ -236,6 +278,11 @@ package tools
 
 import _ "sigs.k8s.io/karpenter/kwok"
 EOF
+}
+
+# The name a real node's image of ours goes by (e2e/harness/cluster/realnode.py names them alike).
+image_name() { # what version
+  echo "e2e.tekton-coscheduler.dev/$1:$2"
 }
 
 kubernetes_ldflags() {
@@ -341,6 +388,84 @@ build() { # comp
       run_measured karpenter sh -c "cd '$src' && GOTOOLCHAIN=$KARPENTER_GO_TOOLCHAIN \\
           go build -v -trimpath -ldflags '-s -w' -o '$dir/karpenter-kwok' sigs.k8s.io/karpenter/kwok" ||
         die "karpenter: build failed, see $LOGFILE"
+      ;;
+    debian)
+      # From Debian's packages (apt-get, as root): runc (crun cannot run on this host's hybrid
+      # cgroups), buildah and mmdebstrap (the images), busybox-static (the steps' shell image),
+      # iptables (kube-proxy).
+      run_measured debian sh -c "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+          runc buildah mmdebstrap busybox-static iptables" ||
+        die "debian: apt-get failed, see $LOGFILE"
+      echo "$BASE_SUITE" >"$dir/debian-packages"
+      ;;
+    containerd)
+      write_wrapper "$src" github.com/containerd/containerd/v2 "$version" \
+        github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/ctr \
+        github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
+      (cd "$src" && go mod tidy) >>"$LOGFILE" 2>&1 || die "containerd: go mod tidy failed, see $LOGFILE"
+      run_measured containerd sh -c "cd '$src' && go build -v -trimpath \
+          -ldflags '-s -w -X github.com/containerd/containerd/v2/version.Version=$version' -o '$dir/' \
+          github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/ctr \
+          github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2" || die "containerd: build failed, see $LOGFILE"
+      ;;
+    cni)
+      write_wrapper "$src" github.com/containernetworking/plugins "$version" \
+        github.com/containernetworking/plugins/plugins/main/bridge \
+        github.com/containernetworking/plugins/plugins/main/loopback \
+        github.com/containernetworking/plugins/plugins/ipam/host-local \
+        github.com/containernetworking/plugins/plugins/meta/portmap
+      (cd "$src" && go mod tidy) >>"$LOGFILE" 2>&1 || die "cni: go mod tidy failed, see $LOGFILE"
+      run_measured cni sh -c "cd '$src' && go build -v -trimpath -ldflags '-s -w' -o '$dir/' \
+          github.com/containernetworking/plugins/plugins/main/bridge \
+          github.com/containernetworking/plugins/plugins/main/loopback \
+          github.com/containernetworking/plugins/plugins/ipam/host-local \
+          github.com/containernetworking/plugins/plugins/meta/portmap" || die "cni: build failed, see $LOGFILE"
+      ;;
+    kubelet)
+      write_kubernetes_wrapper "$src" kubelet kube-proxy
+      (cd "$src" && go mod tidy) >>"$LOGFILE" 2>&1 || die "kubelet: go mod tidy failed, see $LOGFILE"
+      run_measured kubelet sh -c "cd '$src' && go build -v -trimpath -ldflags '$(kubernetes_ldflags)' -o '$dir/' \
+          k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy" || die "kubelet: build failed, see $LOGFILE"
+      ;;
+    tektonimages)
+      # Tekton's images (ko puts each command at /ko-app/<name>), and busybox as the shell image
+      # and the steps' image (Debian's busybox-static: e2e/build.sh debian).
+      write_tekton_wrapper "$src"
+      local cmds="entrypoint nop workingdirinit sidecarlogresults" cmd pkgs=""
+      for cmd in $cmds; do pkgs+=" github.com/tektoncd/pipeline/cmd/$cmd"; done
+      printf '//go:build tools\n\npackage tools\n\nimport (\n%s)\n' \
+        "$(for cmd in $cmds; do printf '\t_ "github.com/tektoncd/pipeline/cmd/%s"\n' "$cmd"; done)" >"$src/tools.go"
+      (cd "$src" && go mod tidy) >>"$LOGFILE" 2>&1 || die "tektonimages: go mod tidy failed, see $LOGFILE"
+      run_measured tektonimages sh -c "cd '$src' && mkdir -p bin && go build -v -trimpath -ldflags '-s -w' -o bin/ $pkgs" ||
+        die "tektonimages: build failed, see $LOGFILE"
+      for cmd in $cmds; do
+        python3 "$E2E_DIR/harness/cluster/images.py" "$(image_name "$cmd" "$version")" "$dir/$cmd.tar" \
+          "$src/bin/$cmd=/ko-app/$cmd" --entrypoint "/ko-app/$cmd" >>"$LOGFILE" || die "tektonimages: $cmd image"
+      done
+      for cmd in shell busybox; do
+        python3 "$E2E_DIR/harness/cluster/images.py" "$(image_name "$cmd" "$version")" "$dir/$cmd.tar" \
+          --busybox /bin/busybox >>"$LOGFILE" || die "tektonimages: $cmd image"
+      done
+      ;;
+    pause)
+      # Kubernetes' own pause, from the source in its module, at the chart's balloon image name.
+      local kdir
+      kdir=$(go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+      [ -f "$kdir/build/pause/linux/pause.c" ] || die "pause: no build/pause/linux/pause.c in $kdir"
+      run_measured pause gcc -Os -static -Wall -Werror -DVERSION="v$PAUSE_VERSION-tekton-coscheduler-e2e" \
+        -o "$dir/pause" "$kdir/build/pause/linux/pause.c" || die "pause: gcc failed, see $LOGFILE"
+      python3 "$E2E_DIR/harness/cluster/images.py" "registry.k8s.io/pause:$PAUSE_VERSION" "$dir/pause.tar" \
+        "$dir/pause=/pause" --entrypoint /pause --user 65535:65535 >>"$LOGFILE" || die "pause: image"
+      ;;
+    baseimage)
+      # The base the Dockerfile's FROM names, from Debian's packages: python3 with venv (the
+      # official image's python3.11 and pip, as Debian ships them), no docs, man pages or locales.
+      run_measured baseimage mmdebstrap --variant=minbase --mode=root --format=tar \
+        --include=python3,python3-venv,python-is-python3 \
+        --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+        --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
+        --dpkgopt='path-exclude=/usr/share/locale/*' \
+        "$BASE_SUITE" "$dir/base.tar" http://deb.debian.org/debian || die "baseimage: mmdebstrap failed, see $LOGFILE"
       ;;
   esac
   {

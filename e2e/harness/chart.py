@@ -227,7 +227,7 @@ def _post_render(
                     settings[env["name"]] = env["value"]
         if kind == "Deployment" and not keep_deployment:
             continue  # no container runtime here: the controller runs on the host instead
-        if kind == "MutatingWebhookConfiguration":
+        if kind == "MutatingWebhookConfiguration" and url:  # none: through the Service
             for hook in doc["webhooks"]:
                 # Without a CA of ours, the chart's own (mode secret) or none (certManager) stays.
                 ca = ca_bundle or hook["clientConfig"].get("caBundle")

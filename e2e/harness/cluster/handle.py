@@ -113,16 +113,20 @@ class ClusterHandle(ClusterApi):
         )
         self._kwok_started = True
 
-    def start_tekton(self, feature_flags: Mapping[str, str] | None = None) -> None:
+    def start_tekton(
+        self, feature_flags: Mapping[str, str] | None = None,
+        images: Mapping[str, str] | None = None,
+    ) -> None:
         """Makes Tekton Pipelines run with these feature-flags (coschedule: disabled unless set).
 
         A Tekton already deployed in the cluster is only reconfigured; otherwise its CRDs and
-        ConfigMaps come from the Go module cache and the controller runs here as a process."""
+        ConfigMaps come from the Go module cache and the controller runs here as a process.
+        `images`: the images Tekton's pods use, where a real node runs them."""
         if self.tekton_running or tekton.deployed_in_cluster(self):
             tekton.configure(self, feature_flags)
             self.tekton_running = True
             return
-        proc, probes_port = tekton.controller_process(self, self.logs_dir)  # binary found first
+        proc, probes_port = tekton.controller_process(self, self.logs_dir, images)  # binary first
         tekton.install(self, feature_flags)
         self.processes.append(proc)
         proc.start()

@@ -35,7 +35,11 @@ class LocalCluster(ClusterHandle):
         *,
         start_timeout: float = 90.0,
         keep_run_dir: bool = True,
+        address: str = "127.0.0.1",
     ) -> None:
+        """`address`: where the API server listens and says it is (127.0.0.1; an address of
+        the harness's own that the pods of real nodes reach too: realnode.py)."""
+        self.address = address
         self.run_dir = run_dir or Path(tempfile.mkdtemp(prefix="tekton-coscheduler-e2e-"))
         super().__init__(self.run_dir / "logs")
         self.start_timeout = start_timeout
@@ -48,7 +52,9 @@ class LocalCluster(ClusterHandle):
     def start(self) -> LocalCluster:
         t0 = time.monotonic()
         self.logs_dir.mkdir(parents=True, exist_ok=True)
-        self.pki = pki = create_pki(self.run_dir / "pki")
+        ips = ("127.0.0.1",) if self.address == "127.0.0.1" else (
+            "127.0.0.1", self.address, SERVICE_CIDR.replace("0.0/16", "0.1"))
+        self.pki = pki = create_pki(self.run_dir / "pki", ips)
         self.ca_path = pki.ca_cert
         etcd_url = self._start_etcd()
         self._start_apiserver(etcd_url, pki)
@@ -112,17 +118,24 @@ class LocalCluster(ClusterHandle):
 
     def _start_apiserver(self, etcd_url: str, pki: Pki) -> None:
         port = free_port()
-        self.server = f"https://127.0.0.1:{port}"
+        self.server = f"https://{self.address}:{port}"
+        loopback = self.address == "127.0.0.1"
         proc = self._spawn(
             "kube-apiserver",
             [
                 str(find_binary("kube-apiserver")),
                 f"--etcd-servers={etcd_url}",
-                "--bind-address=127.0.0.1",
+                f"--bind-address={self.address}",
                 f"--secure-port={port}",
-                # A loopback advertise address is refused unless nothing reconciles endpoints.
-                "--advertise-address=127.0.0.1",
-                "--endpoint-reconciler-type=none",
+                f"--advertise-address={self.address}",
+                # A loopback advertise address is refused unless nothing reconciles endpoints;
+                # another is the `kubernetes` Service's endpoint, for pods of real nodes.
+                *(["--endpoint-reconciler-type=none"] if loopback else []),
+                # A node is reached at its InternalIP, never by a name looked up in the
+                # machine's DNS (a packet that would leave the machine).
+                "--kubelet-preferred-address-types=InternalIP",
+                f"--kubelet-client-certificate={pki.admin_cert}",
+                f"--kubelet-client-key={pki.admin_key}",
                 f"--cert-dir={self.run_dir / 'apiserver-certs'}",
                 f"--tls-cert-file={pki.serving_cert}",
                 f"--tls-private-key-file={pki.serving_key}",

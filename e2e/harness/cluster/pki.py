@@ -97,8 +97,10 @@ def load_ca(pki: Pki) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     return cert, key
 
 
-def create_pki(directory: Path) -> Pki:
-    """CA, apiserver serving cert (127.0.0.1/localhost), system:masters client, SA signing keys."""
+def create_pki(directory: Path, ips: tuple[str, ...] = ("127.0.0.1",)) -> Pki:
+    """CA, apiserver serving cert (localhost and `ips`: 127.0.0.1, and for pods of real nodes
+    the address they reach it at and the `kubernetes` Service's), system:masters client, SA
+    signing keys."""
     directory.mkdir(parents=True, exist_ok=True)
     pki = Pki(
         ca_cert=directory / "ca.crt",
@@ -139,8 +141,9 @@ def create_pki(directory: Path) -> Pki:
         ca_key,
         "kube-apiserver",
         server=True,
-        dns=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"),
-        ips=("127.0.0.1",),
+        dns=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+             "kubernetes.default.svc.cluster.local"),
+        ips=ips,
     )
     _write_cert(pki.serving_cert, serving)
     _write_key(pki.serving_key, serving_key)

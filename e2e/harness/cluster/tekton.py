@@ -193,8 +193,11 @@ def install(cluster: ClusterApi, feature_flags: Mapping[str, str] | None) -> Non
     write_config(cluster, feature_flags)  # the controller starts after
 
 
-def controller_process(cluster: ClusterApi, logs_dir: Path) -> tuple[ManagedProcess, int]:
-    """The controller as its config/controller.yaml runs it, pointed at the cluster's kubeconfig."""
+def controller_process(
+    cluster: ClusterApi, logs_dir: Path, images: Mapping[str, str] | None = None
+) -> tuple[ManagedProcess, int]:
+    """The controller as its config/controller.yaml runs it, pointed at the cluster's kubeconfig.
+    `images`: flag (without "-image") -> the image a real node has; else names never pulled."""
     probes_port = free_port()
     argv = [
         str(find_binary("tekton-controller")),
@@ -202,7 +205,8 @@ def controller_process(cluster: ClusterApi, logs_dir: Path) -> tuple[ManagedProc
         "-disable-ha",
     ]
     for flag in IMAGE_FLAGS:  # every image flag must be non-empty or the controller exits
-        argv += [f"-{flag}", FAKE_IMAGE.format(flag.removesuffix("-image"))]
+        what = flag.removesuffix("-image")
+        argv += [f"-{flag}", (images or {}).get(what) or FAKE_IMAGE.format(what)]
     env = {
         **os.environ,
         "KUBECONFIG": str(cluster.kubeconfig),

@@ -1,0 +1,89 @@
+"""The project's image, built from its unchanged Dockerfile with buildah (no Docker engine), on
+the base image e2e/build.sh made from Debian's packages under the name the Dockerfile's FROM
+names; saved as an archive a real node's containerd imports. Cached by the content of what the
+Dockerfile copies, so a second session with the same code builds nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .versions import cache_dir, read_versions
+
+REPOSITORY = "e2e.tekton-coscheduler.dev/tekton-coscheduler"
+# What the Dockerfile copies (and .dockerignore leaves): the image's content follows from these.
+INPUTS = ("Dockerfile", ".dockerignore", "pyproject.toml", "README.md")
+# The machine's pip settings and CA bundle, mounted into the build read-only: pip reaches PyPI
+# as the machine does, and the Dockerfile stays as users build it.
+BUILD_MOUNTS = ("/etc/pip.conf", "/etc/ssl/certs")
+
+
+@dataclass(frozen=True)
+class Built:
+    name: str  # repository:tag
+    archive: Path  # docker-archive for `ctr images import`
+    size_bytes: int  # the archive: the image's layers, uncompressed
+    seconds: float  # the build's wall time (0: from the cache)
+
+
+def _buildah(*args: str, timeout: float = 900) -> str:
+    store = cache_dir() / "buildah"
+    argv = ["buildah", "--root", str(store / "storage"), "--runroot", str(store / "run"),
+            "--storage-driver", "vfs", *args]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed:\n{out.stdout[-4000:]}\n{out.stderr[-4000:]}")
+    return out.stdout
+
+
+def tag_of(repo: Path) -> str:
+    digest = hashlib.sha256()
+    files = [repo / f for f in INPUTS] + sorted((repo / "controller").rglob("*.py"))
+    for path in files:
+        if path.is_file():
+            digest.update(str(path.relative_to(repo)).encode() + b"\0" + path.read_bytes())
+    return "e2e-" + digest.hexdigest()[:16]
+
+
+def ensure_base() -> None:
+    """The base image in buildah's store, from the root filesystem e2e/build.sh made."""
+    pins = read_versions()
+    name = pins["BASE_IMAGE"]
+    if name in _buildah("images", "--format", "{{.Name}}:{{.Tag}}").split():
+        return
+    rootfs = (cache_dir() / "bin" / f"baseimage-{pins['BASE_SUITE']}-"
+              f"{name.replace('/', '_').replace(':', '_')}" / "base.tar")
+    if not rootfs.is_file():
+        raise FileNotFoundError(f"{rootfs} not built: e2e/build.sh baseimage")
+    container = _buildah("from", "scratch").strip()
+    try:
+        _buildah("add", container, str(rootfs), "/")
+        path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        _buildah("config", "--env", f"PATH={path}", "--env", "LANG=C.UTF-8", "--cmd", "python3",
+                 container)
+        _buildah("commit", container, name)
+    finally:
+        _buildah("rm", container)
+
+
+def build(repo: Path) -> Built:
+    tag = tag_of(repo)
+    name = f"{REPOSITORY}:{tag}"
+    archive = cache_dir() / "images" / f"tekton-coscheduler-{tag}.tar"
+    seconds = 0.0
+    if not archive.is_file():
+        ensure_base()
+        t0 = time.monotonic()
+        mounts = [arg for m in BUILD_MOUNTS if Path(m).exists() for arg in ("-v", f"{m}:{m}:ro")]
+        _buildah("bud", "--pull=never", "--isolation", "chroot", "--layers=false", *mounts,
+                 "-t", name, "-f", str(repo / "Dockerfile"), str(repo))
+        seconds = time.monotonic() - t0
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        partial = archive.with_suffix(".partial")
+        _buildah("push", name, f"docker-archive:{partial}:{name}")
+        partial.rename(archive)
+    return Built(name, archive, archive.stat().st_size, seconds)

@@ -1,0 +1,201 @@
+"""On real nodes: what `helm install` gives users, running as real containers.
+
+A control plane of its own (its API server on an address pods reach), two real nodes (kubelet,
+containerd, runc, a CNI bridge each) and kube-proxy; the operator from the image built from our
+Dockerfile, started by the chart's Deployment; Tekton's controller with its real images, so
+that steps really run and really share a volume; the balloon a real pause container.
+"""
+
+from __future__ import annotations
+
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from controller.core import names
+from e2e.harness import chart
+from e2e.harness import tekton_runs as tr
+from e2e.harness.cluster import BinaryNotFound, LocalCluster, project_image, realnode
+from e2e.harness.coscheduler import REPO
+from e2e.harness.runs import Runs, assert_co_located
+from e2e.harness.tekton_runs import PodRecorder
+
+pytestmark = [pytest.mark.e2e, pytest.mark.realnode]
+
+RELEASE, NAMESPACE = "tcs", "tekton-coscheduler"
+FULLNAME = f"{RELEASE}-tekton-coscheduler"
+SHARED = tr.SHARED
+
+
+@dataclass
+class Real:
+    cluster: LocalCluster
+    nodes: realnode.RealNodes
+    image: project_image.Built
+
+
+@pytest.fixture(scope="module")
+def real() -> Iterator[Real]:
+    why = realnode.can_run_containers()
+    if why:
+        pytest.skip(why)
+    try:
+        archives = realnode.archives()
+        image = project_image.build(REPO)
+    except (FileNotFoundError, BinaryNotFound) as exc:
+        pytest.skip(str(exc))
+    print(f"image {image.name}: {image.size_bytes / 2**20:.0f} MiB, built in {image.seconds:.0f} s")
+    network = realnode.HostNetwork()
+    cluster = LocalCluster(address=realnode.API_ADDRESS)
+    nodes: realnode.RealNodes | None = None
+    try:
+        network.up()
+        cluster.start()
+        assert cluster.kubeconfig is not None and cluster.pki is not None
+        nodes = realnode.RealNodes(cluster, network, cluster.run_dir, cluster.logs_dir,
+                                   cluster.pki.ca_cert, cluster.kubeconfig)
+        for _ in range(2):
+            nodes.add([*archives, image.archive])
+        cluster.start_tekton(images=realnode.tekton_images())
+        yield Real(cluster, nodes, image)
+    except BaseException:
+        print(cluster.log_tails(60))
+        raise
+    finally:
+        if nodes is not None:
+            nodes.stop()
+        cluster.stop()
+        network.down()
+
+
+def install(real: Real, mode: str) -> None:
+    repository, _, tag = real.image.name.rpartition(":")
+    chart.install(real.cluster, "", "", {
+        "admission.mode": mode, "image.repository": repository, "image.tag": tag,
+        "image.pullPolicy": "IfNotPresent"}, keep_deployment=True)
+    realnode.wait_pods_ready(real.cluster, NAMESPACE, "app.kubernetes.io/name=tekton-coscheduler",
+                             2, timeout=180)
+
+
+def run_in(real: Real, ns: str, argv: list[str], **spec: Any) -> str:
+    """A pod of the project's image running `argv` to its end; its log."""
+    name = f"cmd-{uuid.uuid4().hex[:6]}"
+    with real.cluster.api_client() as api:
+        core = client.CoreV1Api(api)
+        core.create_namespaced_pod(ns, {  # type: ignore[arg-type]
+            "metadata": {"name": name},
+            "spec": {"restartPolicy": "Never", **spec, "containers": [{
+                "name": "c", "image": real.image.name, "imagePullPolicy": "IfNotPresent",
+                "command": argv,
+                "securityContext": {"runAsNonRoot": True, "readOnlyRootFilesystem": True,
+                                    "allowPrivilegeEscalation": False,
+                                    "capabilities": {"drop": ["ALL"]}}}]}})
+        real.cluster.wait_for(
+            lambda: core.read_namespaced_pod(name, ns).status.phase in ("Succeeded", "Failed"),
+            timeout=120, what=f"pod {name} ended")
+        return str(core.read_namespaced_pod_log(name, ns))
+
+
+def test_the_image_runs_as_the_chart_promises(real: Real) -> None:
+    """Non-root, on a read-only root filesystem: `version`, and `check` with the chart's
+    ServiceAccount, through the `kubernetes` Service."""
+    install(real, "policy")
+    out = run_in(real, NAMESPACE, ["python", "-c", "import os; print(os.getuid(), os.getgid());"
+                                   "open('/x', 'w')"])
+    assert out.startswith("65532 65532") and "Read-only file system" in out, out
+    assert "tekton-coscheduler" in run_in(real, NAMESPACE, ["tekton-coscheduler", "version"])
+    check = run_in(real, NAMESPACE, ["tekton-coscheduler", "check"],
+                   serviceAccountName=FULLNAME)
+    assert "verdict: ready" in check, check
+    size = real.image.size_bytes / 2**20
+    print(f"the image: {size:.0f} MiB")
+    assert size < 400
+
+
+def test_the_chart_s_replicas_run_lead_and_serve_metrics_through_their_service(real: Real) -> None:
+    install(real, "policy")
+    pods = realnode.wait_pods_ready(real.cluster, NAMESPACE,
+                                    "app.kubernetes.io/name=tekton-coscheduler", 2)
+    assert {p.spec.node_name for p in pods} == {n.name for n in real.nodes.nodes}
+    with real.cluster.api_client() as api:
+        lease = client.CoordinationV1Api(api).read_namespaced_lease(FULLNAME, NAMESPACE)
+        service = client.CoreV1Api(api).read_namespaced_service(FULLNAME, NAMESPACE)
+    assert lease.spec.holder_identity.split("_")[0] in {p.metadata.name for p in pods}
+    url = f"http://{service.spec.cluster_ip}:9090/metrics"
+    with urllib.request.urlopen(url, timeout=10) as resp:  # kube-proxy to a replica
+        assert b"tekton_coscheduler_" in resp.read()
+
+
+def write_and_read(name: str, volume: dict[str, Any]) -> dict[str, Any]:
+    """fetch writes a file into the shared workspace; three tasks in parallel read it and add
+    their own; check finds all four. Real steps, in busybox."""
+    def task(task_name: str, script: str, after: list[str] | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "name": task_name,
+            "workspaces": [{"name": SHARED, "workspace": SHARED}],
+            "taskSpec": {"workspaces": [{"name": SHARED}], "steps": [
+                {"name": "work", "image": realnode.busybox(), "script": f"#!/bin/sh\nset -e\n{script}"}]},
+        }
+        if after:
+            body["runAfter"] = after
+        return body
+
+    path = f"$(workspaces.{SHARED}.path)"
+    readers = ["read-a", "read-b", "read-c"]
+    tasks = [task(tr.FETCH, f"echo fetched > {path}/fetch"),
+             *(task(r, f"grep -q fetched {path}/fetch\necho {r} > {path}/{r}", [tr.FETCH])
+               for r in readers),
+             task("check", " && ".join(f"test -f {path}/{f}" for f in ["fetch", *readers]),
+                  readers)]
+    return tr.pipelinerun(name, tasks, {SHARED: volume})
+
+
+@pytest.fixture
+def real_runs(real: Real) -> Iterator[Runs]:
+    ns = real.cluster.create_namespace(f"rr-{uuid.uuid4().hex[:6]}",
+                                       labels={names.NAMESPACE_LABEL: "true"})
+    with PodRecorder(real.cluster, ns) as recorder:
+        scenario = Runs(real.cluster, ns, recorder)
+        yield scenario
+        scenario.close()
+
+
+@pytest.mark.parametrize("on", [0, 1])
+def test_a_real_run_shares_a_real_volume_beside_its_real_balloon(
+    real: Real, real_runs: Runs, on: int
+) -> None:
+    s = real_runs
+    node = real.nodes.nodes[on]
+    realnode.local_volume(real.cluster, node, f"pv-{uuid.uuid4().hex[:6]}")
+    install(real, "policy")
+    run = s.start(write_and_read(tr.unique("real"), tr.volume_claim_template()))
+    assert s.anchor(run, timeout=120) == node.name
+    assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded")
+    assert_co_located(s, run, node.name, [tr.FETCH, "read-a", "read-b", "read-c", "check"])
+    balloon = s.recorder.balloons(run["metadata"]["uid"])[0]
+    assert balloon.node == node.name
+    limits = realnode.cgroup_limits(real.cluster, node, balloon.name, s.ns)
+    print(f"the balloon's cgroup: {limits}")
+    assert limits == {"cpu_quota_millicores": 10, "memory_bytes": 16 * 2**20}
+
+
+def test_policy_and_webhook_mode_both_pin_real_pods(real: Real) -> None:
+    """The same run under each admission mode the chart offers; the webhook reached through our
+    Service with the chart's TLS."""
+    for mode in ("webhook", "policy"):
+        chart.uninstall(real.cluster)
+        install(real, mode)
+        ns = real.cluster.create_namespace(f"rm-{uuid.uuid4().hex[:6]}",
+                                           labels={names.NAMESPACE_LABEL: "true"})
+        with PodRecorder(real.cluster, ns) as recorder:
+            s = Runs(real.cluster, ns, recorder)
+            realnode.local_volume(real.cluster, real.nodes.nodes[0], f"pv-{uuid.uuid4().hex[:6]}")
+            run = s.start(write_and_read(tr.unique(mode), tr.volume_claim_template()))
+            assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded"), mode
+            assert len({p.node for p in recorder.pods(run["metadata"]["uid"])}) == 1
+            s.close()
