@@ -57,7 +57,9 @@ done
 ALL=0
 [ ${#COMPONENTS[@]} -gt 0 ] || {
   ALL=1
-  COMPONENTS=(etcd kubernetes kwok tekton helm certmanager karpenter "${REALNODE[@]}")
+  COMPONENTS=(etcd kubernetes kwok tekton helm certmanager karpenter)
+  # The real node's parts, while its scenarios are opt-in (E2E_REALNODE=1).
+  if [ "${E2E_REALNODE:-}" = 1 ]; then COMPONENTS+=("${REALNODE[@]}"); fi
 }
 
 START_ALL=$(date +%s)

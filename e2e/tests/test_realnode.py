@@ -8,6 +8,7 @@ that steps really run and really share a volume; the balloon a real pause contai
 
 from __future__ import annotations
 
+import os
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -41,6 +42,8 @@ class Real:
 
 @pytest.fixture(scope="module")
 def real() -> Iterator[Real]:
+    if os.environ.get("E2E_REALNODE") != "1":
+        pytest.skip("the real-node scenarios are opt-in for now: E2E_REALNODE=1")
     why = realnode.can_run_containers()
     if why:
         pytest.skip(why)
