@@ -13,7 +13,7 @@ import contextlib
 import logging
 import signal
 from collections.abc import Coroutine
-from typing import Any
+from typing import Any, cast
 
 import kopf
 import structlog
@@ -39,6 +39,7 @@ log = structlog.get_logger(__name__)
 # Exit code when the Lease was lost: the server process starts a fresh reconciler, which
 # becomes a candidate again. A fresh start is the safe way back; the webhook never notices.
 LOST_LEADERSHIP = 3
+KOPF_FAILED = 4  # kopf ended on an error of its own
 # Seconds between looks at waiting pods and blocked anchors: with the grace periods (15-20 s)
 # a run that waits is told within 30 s.
 WATCH_INTERVAL = 5.0
@@ -152,6 +153,10 @@ async def reconcile_while_leading(
         kopf.operator(
             clusterwide=True,
             standalone=True,
+            # Ours, not kopf's guess: it asks getpass for the user's name, which the image's
+            # uid 65532 has none of (every reconciler in a container ended there at once).
+            # (kopf's Identity is a NewType of str it does not export.)
+            identity=cast(Any, elector.me if elector is not None else identity()),
             settings=kopf_settings(settings, pod_selector),
             memo=kopf.Memo(operator=operator),
             registry=kopf_handlers.registry,
@@ -168,10 +173,15 @@ async def reconcile_while_leading(
         task.cancel()
     resync.cancel()
     watchdog.cancel()
-    await asyncio.gather(kopf_task, return_exceptions=True)
+    [ended] = await asyncio.gather(kopf_task, return_exceptions=True)
     kube.actor = None
     if elector is not None and not lost:
         await asyncio.to_thread(elector.release)
+    if isinstance(ended, BaseException) and not isinstance(ended, asyncio.CancelledError):
+        # kopf ended on an error of its own: said, and the reconciler starts again (was: a
+        # silent exit 0, as if told to stop)
+        log.error("kopf stopped on an error", error=repr(ended), exc_info=ended)
+        return KOPF_FAILED
     return LOST_LEADERSHIP if lost else 0
 
 

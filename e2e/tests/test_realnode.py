@@ -13,6 +13,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +31,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.realnode]
 
 RELEASE, NAMESPACE = "tcs", "tekton-coscheduler"
 FULLNAME = f"{RELEASE}-tekton-coscheduler"
+SELECTOR = "app.kubernetes.io/name=tekton-coscheduler,app.kubernetes.io/component=controller"
 SHARED = tr.SHARED
 
 
@@ -38,6 +40,7 @@ class Real:
     cluster: LocalCluster
     nodes: realnode.RealNodes
     image: project_image.Built
+    mode: str = ""  # the admission mode the chart is installed in ("": not installed)
 
 
 @pytest.fixture(scope="module")
@@ -77,12 +80,20 @@ def real() -> Iterator[Real]:
 
 
 def install(real: Real, mode: str) -> None:
+    """The chart with the project's image, in this admission mode (once: a test that wants the
+    other mode uninstalls and installs again), its two replicas Ready."""
+    if real.mode == mode:
+        return
+    if real.mode:
+        chart.uninstall(real.cluster)
+        real.cluster.wait_for(lambda: not realnode.pods(real.cluster, NAMESPACE, SELECTOR),
+                              timeout=120, what="the old release's pods gone")
     repository, _, tag = real.image.name.rpartition(":")
     chart.install(real.cluster, "", "", {
         "admission.mode": mode, "image.repository": repository, "image.tag": tag,
         "image.pullPolicy": "IfNotPresent"}, keep_deployment=True)
-    realnode.wait_pods_ready(real.cluster, NAMESPACE, "app.kubernetes.io/name=tekton-coscheduler",
-                             2, timeout=180)
+    real.mode = mode
+    realnode.wait_pods_ready(real.cluster, NAMESPACE, SELECTOR, 2, timeout=180)
 
 
 def run_in(real: Real, ns: str, argv: list[str], **spec: Any) -> str:
@@ -105,15 +116,24 @@ def run_in(real: Real, ns: str, argv: list[str], **spec: Any) -> str:
 
 
 def test_the_image_runs_as_the_chart_promises(real: Real) -> None:
-    """Non-root, on a read-only root filesystem: `version`, and `check` with the chart's
-    ServiceAccount, through the `kubernetes` Service."""
+    """The chart's replicas run, as the kernel sees their processes, as uid and gid 65532 on a
+    read-only root filesystem; `version`, and `check` with the chart's ServiceAccount through
+    the `kubernetes` Service, work in the image."""
     install(real, "policy")
-    out = run_in(real, NAMESPACE, ["python", "-c", "import os; print(os.getuid(), os.getgid());"
-                                   "open('/x', 'w')"])
-    assert out.startswith("65532 65532") and "Read-only file system" in out, out
+    pods = realnode.wait_pods_ready(real.cluster, NAMESPACE, SELECTOR, 2)
+    by_name = {n.name: n for n in real.nodes.nodes}
+    for pod in pods:
+        pid = by_name[pod.spec.node_name].process(pod.status.container_statuses[0].container_id)
+        status = Path(f"/proc/{pid}/status").read_text()
+        ids = {line.split(":")[0]: line.split()[1:] for line in status.splitlines()
+               if line.startswith(("Uid:", "Gid:"))}
+        assert ids == {"Uid": ["65532"] * 4, "Gid": ["65532"] * 4}, ids
+        root = next(line.split() for line in Path(f"/proc/{pid}/mounts").read_text().splitlines()
+                    if line.split()[1] == "/")
+        assert "ro" in root[3].split(","), root
     assert "tekton-coscheduler" in run_in(real, NAMESPACE, ["tekton-coscheduler", "version"])
     check = run_in(real, NAMESPACE, ["tekton-coscheduler", "check"],
-                   serviceAccountName=FULLNAME)
+                   serviceAccountName=FULLNAME, automountServiceAccountToken=True)
     assert "verdict: ready" in check, check
     size = real.image.size_bytes / 2**20
     print(f"the image: {size:.0f} MiB")
@@ -122,13 +142,23 @@ def test_the_image_runs_as_the_chart_promises(real: Real) -> None:
 
 def test_the_chart_s_replicas_run_lead_and_serve_metrics_through_their_service(real: Real) -> None:
     install(real, "policy")
-    pods = realnode.wait_pods_ready(real.cluster, NAMESPACE,
-                                    "app.kubernetes.io/name=tekton-coscheduler", 2)
+    pods = realnode.wait_pods_ready(real.cluster, NAMESPACE, SELECTOR, 2)
     assert {p.spec.node_name for p in pods} == {n.name for n in real.nodes.nodes}
     with real.cluster.api_client() as api:
-        lease = client.CoordinationV1Api(api).read_namespaced_lease(FULLNAME, NAMESPACE)
-        service = client.CoreV1Api(api).read_namespaced_service(FULLNAME, NAMESPACE)
-    assert lease.spec.holder_identity.split("_")[0] in {p.metadata.name for p in pods}
+        coordination, core = client.CoordinationV1Api(api), client.CoreV1Api(api)
+
+        def holder() -> str:
+            lease = coordination.read_namespaced_lease(FULLNAME, NAMESPACE)
+            return str(lease.spec.holder_identity or "")
+
+        try:
+            leader = real.cluster.wait_for(holder, timeout=60, what="a replica holds the Lease")
+        except TimeoutError:
+            for pod in pods:
+                print(core.read_namespaced_pod_log(pod.metadata.name, NAMESPACE, tail_lines=60))
+            raise
+        service = core.read_namespaced_service(FULLNAME, NAMESPACE)
+    assert leader.split("_")[0] in {p.metadata.name for p in pods}, leader
     url = f"http://{service.spec.cluster_ip}:9090/metrics"
     with urllib.request.urlopen(url, timeout=10) as resp:  # kube-proxy to a replica
         assert b"tekton_coscheduler_" in resp.read()
@@ -191,7 +221,6 @@ def test_policy_and_webhook_mode_both_pin_real_pods(real: Real) -> None:
     """The same run under each admission mode the chart offers; the webhook reached through our
     Service with the chart's TLS."""
     for mode in ("webhook", "policy"):
-        chart.uninstall(real.cluster)
         install(real, mode)
         ns = real.cluster.create_namespace(f"rm-{uuid.uuid4().hex[:6]}",
                                            labels={names.NAMESPACE_LABEL: "true"})

@@ -1,8 +1,8 @@
 """Real nodes beside kwok's: each a kubelet with a containerd of its own (runc, the CNI bridge
 plugin), and one kube-proxy for the host. What users install runs there as real containers.
 
-Everything stays on this machine. The API server listens on an address of the harness's own (a
-dummy interface), which pods reach through their bridge and the `kubernetes` Service; each
+Everything stays on this machine. The API server listens on an address of the harness's own (on a
+link of its own), which pods reach through their bridge and the `kubernetes` Service; each
 node's pods get a bridge and a /24 of 10.88.0.0/16, routed by the host between bridges but
 never beyond them (a FORWARD rule rejects anything else from the pod network, and the bridge
 plugin does not masquerade); pods get an empty resolv.conf; containerd pulls nothing (every
@@ -38,6 +38,7 @@ SERVICE_IP = "10.96.0.1"
 LABEL = "e2e.tekton-coscheduler.dev/real-node"
 CHAIN = "TCS-E2E-FORWARD"
 IMAGE_PREFIX = "e2e.tekton-coscheduler.dev"
+SHIM_SOCKETS = Path("/run/containerd/s")
 
 
 def image_name(what: str, version: str) -> str:
@@ -83,7 +84,8 @@ class HostNetwork:
         self._up = False
 
     def up(self) -> None:
-        _run("ip", "link", "add", API_LINK, "type", "dummy")
+        # A bridge with no ports holds the address (this kernel has no dummy links).
+        _run("ip", "link", "add", API_LINK, "type", "bridge")
         self._up = True
         _run("ip", "addr", "add", f"{API_ADDRESS}/32", "dev", API_LINK)
         _run("ip", "link", "set", API_LINK, "up")
@@ -148,6 +150,14 @@ class RealNode:
     def import_image(self, archive: Path) -> None:
         self.ctr("images", "import", "--no-unpack=false", str(archive))
 
+    def process(self, container_id: str) -> int:
+        """The host pid of a running container's first process (as `ctr tasks ls` shows)."""
+        for line in self.ctr("tasks", "ls").stdout.splitlines()[1:]:
+            task, pid, *_ = line.split()
+            if task == container_id.removeprefix("containerd://"):
+                return int(pid)
+        raise LookupError(f"no task {container_id} on {self.name}")
+
 
 class RealNodes:
     """Real nodes of a local control plane whose API server listens on API_ADDRESS."""
@@ -162,6 +172,10 @@ class RealNodes:
         self.network = network
         self.nodes: list[RealNode] = []
         self.proxy: ManagedProcess | None = None
+        # containerd's shims put their sockets in one directory for every containerd: those
+        # that were not there before are ours, removed at stop(), with the directory if it is.
+        self._made_run_dir = not SHIM_SOCKETS.parent.exists()
+        self._sockets_before = set(SHIM_SOCKETS.glob("*")) if SHIM_SOCKETS.is_dir() else set()
 
     # -- start ------------------------------------------------------------------------------
 
@@ -265,6 +279,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.tracing.processor
   enable_cdi = false
   [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
     SystemdCgroup = false
+    Root = "{base / 'state' / 'runc'}"
   [plugins.'io.containerd.cri.v1.runtime'.cni]
     bin_dirs = ["{cni_bin}"]
     conf_dir = "{cni / 'net.d'}"
@@ -287,6 +302,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.tracing.processor
     def _kubelet(self, node: RealNode) -> None:
         kdir = node.root / "kubelet"
         kdir.mkdir(parents=True, exist_ok=True)
+        _make_cgroups(node.cgroup_root)  # the kubelet wants its cgroup root to exist
         (node.root / "resolv.conf").write_text("")  # pods look nothing up beyond the machine
         config = node.root / "kubelet.yaml"
         config.write_text(yaml.safe_dump({
@@ -306,6 +322,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.tracing.processor
             "failSwapOn": False,
             "oomScoreAdj": 0,
             "resolvConf": str(node.root / "resolv.conf"),
+            "podLogsDir": str(node.root / "pod-logs"),
             "clusterDNS": [],
             "containerRuntimeEndpoint": f"unix://{node.socket}",
             "imageGCHighThresholdPercent": 100,
@@ -325,7 +342,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.tracing.processor
             f"--cert-dir={node.root / 'pki'}",
             f"--hostname-override={node.name}",
             f"--node-ip={node.address}",
-            f"--node-labels={LABEL}=true,kubernetes.io/os=linux",
+            f"--node-labels={LABEL}=true",
             "--v=1",
         ], self.logs_dir / f"kubelet-{node.name}.log")
         node.kubelet.start()
@@ -352,6 +369,12 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.tracing.processor
             _run(str(find_binary("kube-proxy")), "--cleanup", check=False)
         self.network.down()
         self.nodes.clear()
+        if SHIM_SOCKETS.is_dir():
+            for left in set(SHIM_SOCKETS.glob("*")) - self._sockets_before:
+                with contextlib.suppress(OSError):
+                    left.unlink()
+        if self._made_run_dir:
+            shutil.rmtree(SHIM_SOCKETS.parent, ignore_errors=True)
 
     def _delete_pods(self) -> None:
         names = {n.name for n in self.nodes}
@@ -417,6 +440,21 @@ def _unmount_under(root: Path) -> None:
                 mounts.append(point)
     for point in sorted(set(mounts), key=len, reverse=True):
         _run("umount", "-l", point, check=False)
+
+
+def _make_cgroups(cgroup_root: str) -> None:
+    """The node's cgroup root in every controller (cgroup v1; v2 where unified), a cpuset with
+    its parent's CPUs and memory nodes."""
+    base = Path("/sys/fs/cgroup")
+    tops = [d for d in base.iterdir() if d.is_dir()] if not (base / "cgroup.controllers").exists() \
+        else [base]
+    for top in tops:
+        path = top / cgroup_root.strip("/")
+        with contextlib.suppress(OSError):
+            path.mkdir(exist_ok=True)
+            for name in ("cpuset.cpus", "cpuset.mems"):
+                if (top / name).exists() and not (path / name).read_text().strip():
+                    (path / name).write_text((top / name).read_text())
 
 
 def _remove_cgroups(cgroup_root: str) -> None:
@@ -495,6 +533,13 @@ def cgroup_limits(cluster: ClusterApi, node: RealNode, pod: str, namespace: str)
         quota, period = int(quota_text), int(period_text)
         memory = int((base / rel / "memory.max").read_text())
     return {"cpu_quota_millicores": quota * 1000 // period, "memory_bytes": memory}
+
+
+def pods(cluster: ClusterApi, namespace: str, selector: str) -> list[client.V1Pod]:
+    with cluster.api_client() as api:
+        found: list[client.V1Pod] = client.CoreV1Api(api).list_namespaced_pod(
+            namespace, label_selector=selector).items
+    return found
 
 
 def wait_pods_ready(cluster: ClusterApi, namespace: str, selector: str, count: int,
