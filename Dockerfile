@@ -5,10 +5,14 @@ FROM python:3.11.14-slim-bookworm AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY controller ./controller
+# Then what the controller never runs leaves the virtualenv: the Kubernetes client's asyncio
+# twin (kubernetes.aio, nothing imports it: half the image), pip and setuptools.
 RUN python -m venv /opt/venv \
     && /opt/venv/bin/pip install --no-cache-dir --upgrade pip==25.3 \
     && /opt/venv/bin/pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . \
-    && /opt/venv/bin/pip install --no-cache-dir /wheels/*.whl
+    && /opt/venv/bin/pip install --no-cache-dir /wheels/*.whl \
+    && rm -rf /opt/venv/lib/python3*/site-packages/kubernetes/aio \
+    && /opt/venv/bin/pip uninstall --yes --quiet pip setuptools
 
 FROM python:3.11.14-slim-bookworm
 LABEL org.opencontainers.image.title="tekton-coscheduler" \

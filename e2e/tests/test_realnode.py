@@ -9,6 +9,7 @@ that steps really run and really share a volume; the balloon a real pause contai
 from __future__ import annotations
 
 import os
+import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from e2e.harness.cluster import BinaryNotFound, LocalCluster, project_image, rea
 from e2e.harness.coscheduler import REPO
 from e2e.harness.runs import Runs, assert_co_located
 from e2e.harness.tekton_runs import PodRecorder
+from tests import factories
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode]
 
@@ -231,3 +233,88 @@ def test_policy_and_webhook_mode_both_pin_real_pods(real: Real) -> None:
             assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded"), mode
             assert len({p.node for p in recorder.pods(run["metadata"]["uid"])}) == 1
             s.close()
+
+
+def host_volume(real: Real, name: str) -> None:
+    """A volume every node can mount (a directory of this host, as a network volume would be to
+    any node): nothing in it keeps a run's pods on one node."""
+    path = real.cluster.run_dir / "volumes" / name
+    path.mkdir(parents=True, exist_ok=True)
+    with real.cluster.api_client() as api:
+        client.CoreV1Api(api).create_persistent_volume({  # type: ignore[arg-type]
+            "metadata": {"name": name},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                     "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "shared-host",
+                     "hostPath": {"path": str(path), "type": "Directory"}},
+        })
+
+
+def test_without_coscheduling_a_run_s_pods_spread_over_the_real_nodes_and_with_it_they_do_not(
+    real: Real,
+) -> None:
+    """Three runs on volumes any node mounts, in a namespace that did not opt in: on a real
+    cluster with ReadWriteOnce block volumes, a run spread over two nodes meets Multi-Attach
+    errors. The same runs opted in: each on one node."""
+    install(real, "policy")
+    template = {"volumeClaimTemplate": {"spec": {
+        "accessModes": ["ReadWriteOnce"], "storageClassName": "shared-host",
+        "resources": {"requests": {"storage": "1Gi"}}}}}
+    spread: dict[bool, list[int]] = {}
+    for opted_in in (False, True):
+        labels = {names.NAMESPACE_LABEL: "true"} if opted_in else {}
+        ns = real.cluster.create_namespace(f"sp-{uuid.uuid4().hex[:6]}", labels=labels)
+        with PodRecorder(real.cluster, ns) as recorder:
+            s = Runs(real.cluster, ns, recorder)
+            made = []
+            for _ in range(3):
+                host_volume(real, f"hv-{uuid.uuid4().hex[:6]}")
+                made.append(s.start(write_and_read(tr.unique("spread"), template)))
+            for run in made:
+                assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded")
+            spread[opted_in] = [len({p.node for p in recorder.pods(r["metadata"]["uid"])})
+                                for r in made]
+            s.close()
+    print(f"nodes per run: without coscheduling {spread[False]}, with {spread[True]}")
+    assert spread[True] == [1, 1, 1]
+    assert max(spread[False]) == 2
+
+
+def test_a_rollout_restart_with_runs_in_flight_fails_no_pod_creation_and_loses_no_run(
+    real: Real, real_runs: Runs
+) -> None:
+    """Webhook mode, the webhook reached through our Service: `kubectl rollout restart` of the
+    chart's Deployment while real runs create their pods and pods are created steadily."""
+    s = real_runs
+    install(real, "webhook")
+    made = []
+    for i in range(3):
+        realnode.local_volume(real.cluster, real.nodes.nodes[i % 2], f"pv-{uuid.uuid4().hex[:6]}")
+        made.append(s.start(write_and_read(tr.unique("roll"), tr.volume_claim_template())))
+    failed: list[str] = []
+    created = 0
+    with real.cluster.api_client() as api:
+        apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+        apps.patch_namespaced_deployment(FULLNAME, NAMESPACE, {"spec": {"template": {"metadata": {
+            "annotations": {"kubectl.kubernetes.io/restartedAt": str(uuid.uuid4())}}}}})
+        deployment = apps.read_namespaced_deployment(FULLNAME, NAMESPACE)
+
+        def rolled() -> bool:
+            status = apps.read_namespaced_deployment(FULLNAME, NAMESPACE).status
+            return (status.observed_generation >= deployment.metadata.generation
+                    and status.updated_replicas == 2 and status.ready_replicas == 2
+                    and status.replicas == 2)
+
+        while not rolled():  # a TaskRun-like pod a tick, through admission (dry run)
+            pod = factories.taskrun_pod(namespace=s.ns)
+            pod["metadata"]["name"] = f"probe-{uuid.uuid4().hex[:8]}"
+            try:
+                core.create_namespaced_pod(s.ns, pod, dry_run="All")
+            except client.ApiException as exc:
+                failed.append(f"{exc.status} {exc.reason}")
+            created += 1
+            time.sleep(0.1)
+    print(f"{created} pods created during the rollout, {len(failed)} refused")
+    assert failed == [] and created > 0
+    for run in made:
+        assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded")
+        assert len({p.node for p in s.recorder.pods(run["metadata"]["uid"])}) == 1
