@@ -23,7 +23,14 @@ from kubernetes import client
 from controller.core import names
 from e2e.harness import chart
 from e2e.harness import tekton_runs as tr
-from e2e.harness.cluster import BinaryNotFound, LocalCluster, project_image, realnode
+from e2e.harness.cluster import (
+    BinaryNotFound,
+    LocalCluster,
+    project_image,
+    realhost,
+    realimages,
+    realnode,
+)
 from e2e.harness.coscheduler import REPO
 from e2e.harness.runs import Runs, assert_co_located
 from e2e.harness.tekton_runs import PodRecorder
@@ -49,17 +56,17 @@ class Real:
 def real() -> Iterator[Real]:
     if os.environ.get("E2E_REALNODE") != "1":
         pytest.skip("the real-node scenarios are opt-in for now: E2E_REALNODE=1")
-    why = realnode.can_run_containers()
+    why = realhost.can_run_containers()
     if why:
         pytest.skip(why)
     try:
-        archives = realnode.archives()
+        archives = realimages.archives()
         image = project_image.build(REPO)
     except (FileNotFoundError, BinaryNotFound) as exc:
         pytest.skip(str(exc))
     print(f"image {image.name}: {image.size_bytes / 2**20:.0f} MiB, built in {image.seconds:.0f} s")
-    network = realnode.HostNetwork()
-    cluster = LocalCluster(address=realnode.API_ADDRESS)
+    network = realhost.HostNetwork()
+    cluster = LocalCluster(address=realhost.API_ADDRESS)
     nodes: realnode.RealNodes | None = None
     try:
         network.up()
@@ -69,7 +76,7 @@ def real() -> Iterator[Real]:
                                    cluster.pki.ca_cert, cluster.kubeconfig)
         for _ in range(2):
             nodes.add([*archives, image.archive])
-        cluster.start_tekton(images=realnode.tekton_images())
+        cluster.start_tekton(images=realimages.tekton_images())
         yield Real(cluster, nodes, image)
     except BaseException:
         print(cluster.log_tails(60))
@@ -174,7 +181,7 @@ def write_and_read(name: str, volume: dict[str, Any]) -> dict[str, Any]:
             "name": task_name,
             "workspaces": [{"name": SHARED, "workspace": SHARED}],
             "taskSpec": {"workspaces": [{"name": SHARED}], "steps": [
-                {"name": "work", "image": realnode.busybox(), "script": f"#!/bin/sh\nset -e\n{script}"}]},
+                {"name": "work", "image": realimages.busybox(), "script": f"#!/bin/sh\nset -e\n{script}"}]},
         }
         if after:
             body["runAfter"] = after
@@ -214,7 +221,7 @@ def test_a_real_run_shares_a_real_volume_beside_its_real_balloon(
     assert_co_located(s, run, node.name, [tr.FETCH, "read-a", "read-b", "read-c", "check"])
     balloon = s.recorder.balloons(run["metadata"]["uid"])[0]
     assert balloon.node == node.name
-    limits = realnode.cgroup_limits(real.cluster, node, balloon.name, s.ns)
+    limits = realhost.cgroup_limits(real.cluster, node.cgroup_root, balloon.name, s.ns)
     print(f"the balloon's cgroup: {limits}")
     assert limits == {"cpu_quota_millicores": 10, "memory_bytes": 16 * 2**20}
 

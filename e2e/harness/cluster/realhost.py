@@ -1,0 +1,163 @@
+"""The host's side of real nodes: the harness's links, rules and sysctls, and everything a
+node leaves on the host (processes, mounts, cgroups), put back when it stops. Nothing here lets
+a packet leave the machine: pods route between the nodes' bridges and to the API server's
+address, and a FORWARD rule rejects anything else from the pod network.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from kubernetes import client
+
+from .api import ClusterApi
+
+API_ADDRESS = "10.87.0.1"
+API_LINK = "tcsapi0"
+POD_NETWORK = "10.88.0.0/16"
+CHAIN = "TCS-E2E-FORWARD"
+
+
+def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run(list(argv), capture_output=True, text=True, timeout=120)
+    if check and out.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed: {out.stderr.strip() or out.stdout.strip()}")
+    return out
+
+
+def can_run_containers() -> str | None:
+    """Why this host cannot run a real node; None when it can."""
+    if os.geteuid() != 0:
+        return "a real node needs root (network links, iptables, mounts, cgroups)"
+    for tool in ("runc", "iptables", "ip"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (e2e/build.sh debian)"
+    if not Path("/sys/fs/cgroup").exists():
+        return "no cgroup filesystem"
+    return None
+
+
+class HostNetwork:
+    """The harness's links, rules and sysctls on the host, put back by down()."""
+
+    def __init__(self) -> None:
+        self.bridges: list[str] = []
+        self._forward: str | None = None  # net.ipv4.ip_forward as found
+        self._up = False
+
+    def up(self) -> None:
+        # A bridge with no ports holds the address (this kernel has no dummy links).
+        run("ip", "link", "add", API_LINK, "type", "bridge")
+        self._up = True
+        run("ip", "addr", "add", f"{API_ADDRESS}/32", "dev", API_LINK)
+        run("ip", "link", "set", API_LINK, "up")
+        path = Path("/proc/sys/net/ipv4/ip_forward")
+        self._forward = path.read_text().strip()
+        path.write_text("1")  # between the nodes' bridges, on this host only (CHAIN)
+        run("iptables", "-w", "-N", CHAIN)
+        run("iptables", "-w", "-A", CHAIN, "-s", POD_NETWORK, "-d", POD_NETWORK, "-j", "ACCEPT")
+        run("iptables", "-w", "-A", CHAIN, "-s", POD_NETWORK, "-j", "REJECT")
+        run("iptables", "-w", "-A", CHAIN, "-d", POD_NETWORK, "-j", "ACCEPT")
+        run("iptables", "-w", "-I", "FORWARD", "1", "-j", CHAIN)
+
+    def bridge(self, index: int) -> tuple[str, str]:
+        """A bridge for node `index`: its name and its address (the node's InternalIP and its
+        pods' gateway)."""
+        name, address = f"tcsbr{index}", f"10.88.{index}.1"
+        run("ip", "link", "add", name, "type", "bridge")
+        self.bridges.append(name)
+        run("ip", "addr", "add", f"{address}/24", "dev", name)
+        run("ip", "link", "set", name, "up")
+        return name, address
+
+    def down(self) -> None:
+        for name in self.bridges:
+            run("ip", "link", "delete", name, check=False)
+        self.bridges.clear()
+        if self._up:
+            run("iptables", "-w", "-D", "FORWARD", "-j", CHAIN, check=False)
+            run("iptables", "-w", "-F", CHAIN, check=False)
+            run("iptables", "-w", "-X", CHAIN, check=False)
+            run("ip", "link", "delete", API_LINK, check=False)
+            self._up = False
+        if self._forward is not None:
+            Path("/proc/sys/net/ipv4/ip_forward").write_text(self._forward)
+            self._forward = None
+
+
+def pids_with(needle: str) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if needle.encode() in (proc / "cmdline").read_bytes():
+                found.append(int(proc.name))
+    return found
+
+
+def unmount_under(root: Path) -> None:
+    """Mounts left under a node's directories (rootfs, volumes, netns), deepest first."""
+    prefix = str(root.resolve())
+    mounts = []
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            point = line.split()[4].replace("\\040", " ")
+            if point == prefix or point.startswith(prefix + "/"):
+                mounts.append(point)
+    for point in sorted(set(mounts), key=len, reverse=True):
+        run("umount", "-l", point, check=False)
+
+
+def make_cgroups(cgroup_root: str) -> None:
+    """The node's cgroup root in every controller (cgroup v1; v2 where unified), a cpuset with
+    its parent's CPUs and memory nodes."""
+    base = Path("/sys/fs/cgroup")
+    tops = [d for d in base.iterdir() if d.is_dir()] if not (base / "cgroup.controllers").exists() \
+        else [base]
+    for top in tops:
+        path = top / cgroup_root.strip("/")
+        with contextlib.suppress(OSError):
+            path.mkdir(exist_ok=True)
+            for name in ("cpuset.cpus", "cpuset.mems"):
+                if (top / name).exists() and not (path / name).read_text().strip():
+                    (path / name).write_text((top / name).read_text())
+
+
+def remove_cgroups(cgroup_root: str) -> None:
+    """The node's cgroup hierarchy, in every controller, leaves first (empty by now)."""
+    base = Path("/sys/fs/cgroup")
+    for top in [base / cgroup_root.strip("/"), *(d / cgroup_root.strip("/")
+                                                  for d in base.iterdir() if d.is_dir())]:
+        if not top.is_dir():
+            continue
+        for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        with contextlib.suppress(OSError):
+            top.rmdir()
+
+
+def cgroup_limits(cluster: ClusterApi, cgroup_root: str, pod: str,
+                  namespace: str) -> dict[str, int]:
+    """The CPU and memory limits the kubelet gave a pod's cgroup (cgroupfs driver, cgroup v1
+    or v2), as the kernel holds them."""
+    with cluster.api_client() as api:
+        found = client.CoreV1Api(api).read_namespaced_pod(pod, namespace)
+    qos = {"Guaranteed": "", "Burstable": "burstable", "BestEffort": "besteffort"}[
+        found.status.qos_class]
+    rel = Path(cgroup_root.strip("/")) / "kubepods" / qos / f"pod{found.metadata.uid}"
+    base = Path("/sys/fs/cgroup")
+    if (base / "cpu" / rel).is_dir():  # v1
+        quota = int((base / "cpu" / rel / "cpu.cfs_quota_us").read_text())
+        period = int((base / "cpu" / rel / "cpu.cfs_period_us").read_text())
+        memory = int((base / "memory" / rel / "memory.limit_in_bytes").read_text())
+    else:
+        quota_text, period_text = (base / rel / "cpu.max").read_text().split()
+        quota, period = int(quota_text), int(period_text)
+        memory = int((base / rel / "memory.max").read_text())
+    return {"cpu_quota_millicores": quota * 1000 // period, "memory_bytes": memory}
