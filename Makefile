@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_FLAGS ?=
 
-.PHONY: venv lint unit binaries e2e package test demo bench bench-scale bench-chaos bench-capacity fuzz compare-faults e2e-matrix clean
+.PHONY: venv lint unit binaries e2e package test demo demo-real bench bench-scale bench-chaos bench-capacity fuzz compare-faults e2e-matrix clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,12 @@ test: lint unit e2e package
 demo: venv
 	bash e2e/build.sh etcd kubernetes kwok tekton helm
 	$(BIN)/python -m e2e.tools.demo
+
+# The same on two real nodes (root; containerd, runc, kubelet): the chart's operator from the
+# image our Dockerfile builds, real steps writing and reading a real volume, a real balloon.
+demo-real: venv
+	bash e2e/build.sh etcd kubernetes kwok tekton helm realnode
+	$(BIN)/python -m e2e.tools.demo_real
 
 bench: venv
 	bash e2e/build.sh etcd kubernetes kwok helm

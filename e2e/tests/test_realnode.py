@@ -13,7 +13,6 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,35 +20,19 @@ import pytest
 from kubernetes import client
 
 from controller.core import names
-from e2e.harness import chart
+from e2e.harness import real as real_
 from e2e.harness import tekton_runs as tr
-from e2e.harness.cluster import (
-    BinaryNotFound,
-    LocalCluster,
-    project_image,
-    realhost,
-    realimages,
-    realnode,
-)
+from e2e.harness.cluster import BinaryNotFound, realhost, realnode
 from e2e.harness.coscheduler import REPO
+from e2e.harness.real import Real
 from e2e.harness.runs import Runs, assert_co_located
 from e2e.harness.tekton_runs import PodRecorder
 from tests import factories
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode]
 
-RELEASE, NAMESPACE = "tcs", "tekton-coscheduler"
-FULLNAME = f"{RELEASE}-tekton-coscheduler"
-SELECTOR = "app.kubernetes.io/name=tekton-coscheduler,app.kubernetes.io/component=controller"
-SHARED = tr.SHARED
-
-
-@dataclass
-class Real:
-    cluster: LocalCluster
-    nodes: realnode.RealNodes
-    image: project_image.Built
-    mode: str = ""  # the admission mode the chart is installed in ("": not installed)
+FULLNAME, NAMESPACE, SELECTOR = real_.FULLNAME, real_.NAMESPACE, real_.SELECTOR
+install, write_and_read = real_.install, real_.write_and_read
 
 
 @pytest.fixture(scope="module")
@@ -60,49 +43,13 @@ def real() -> Iterator[Real]:
     if why:
         pytest.skip(why)
     try:
-        archives = realimages.archives()
-        image = project_image.build(REPO)
+        parts = real_.parts(REPO)
     except (FileNotFoundError, BinaryNotFound) as exc:
         pytest.skip(str(exc))
+    image = parts.image
     print(f"image {image.name}: {image.size_bytes / 2**20:.0f} MiB, built in {image.seconds:.0f} s")
-    network = realhost.HostNetwork()
-    cluster = LocalCluster(address=realhost.API_ADDRESS)
-    nodes: realnode.RealNodes | None = None
-    try:
-        network.up()
-        cluster.start()
-        assert cluster.kubeconfig is not None and cluster.pki is not None
-        nodes = realnode.RealNodes(cluster, network, cluster.run_dir, cluster.logs_dir,
-                                   cluster.pki.ca_cert, cluster.kubeconfig)
-        for _ in range(2):
-            nodes.add([*archives, image.archive])
-        cluster.start_tekton(images=realimages.tekton_images())
-        yield Real(cluster, nodes, image)
-    except BaseException:
-        print(cluster.log_tails(60))
-        raise
-    finally:
-        if nodes is not None:
-            nodes.stop()
-        cluster.stop()
-        network.down()
-
-
-def install(real: Real, mode: str) -> None:
-    """The chart with the project's image, in this admission mode (once: a test that wants the
-    other mode uninstalls and installs again), its two replicas Ready."""
-    if real.mode == mode:
-        return
-    if real.mode:
-        chart.uninstall(real.cluster)
-        real.cluster.wait_for(lambda: not realnode.pods(real.cluster, NAMESPACE, SELECTOR),
-                              timeout=120, what="the old release's pods gone")
-    repository, _, tag = real.image.name.rpartition(":")
-    chart.install(real.cluster, "", "", {
-        "admission.mode": mode, "image.repository": repository, "image.tag": tag,
-        "image.pullPolicy": "IfNotPresent"}, keep_deployment=True)
-    real.mode = mode
-    realnode.wait_pods_ready(real.cluster, NAMESPACE, SELECTOR, 2, timeout=180)
+    with real_.real_cluster(parts, nodes=2) as made:
+        yield made
 
 
 def run_in(real: Real, ns: str, argv: list[str], **spec: Any) -> str:
@@ -173,30 +120,6 @@ def test_the_chart_s_replicas_run_lead_and_serve_metrics_through_their_service(r
         assert b"tekton_coscheduler_" in resp.read()
 
 
-def write_and_read(name: str, volume: dict[str, Any]) -> dict[str, Any]:
-    """fetch writes a file into the shared workspace; three tasks in parallel read it and add
-    their own; check finds all four. Real steps, in busybox."""
-    def task(task_name: str, script: str, after: list[str] | None = None) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "name": task_name,
-            "workspaces": [{"name": SHARED, "workspace": SHARED}],
-            "taskSpec": {"workspaces": [{"name": SHARED}], "steps": [
-                {"name": "work", "image": realimages.busybox(), "script": f"#!/bin/sh\nset -e\n{script}"}]},
-        }
-        if after:
-            body["runAfter"] = after
-        return body
-
-    path = f"$(workspaces.{SHARED}.path)"
-    readers = ["read-a", "read-b", "read-c"]
-    tasks = [task(tr.FETCH, f"echo fetched > {path}/fetch"),
-             *(task(r, f"grep -q fetched {path}/fetch\necho {r} > {path}/{r}", [tr.FETCH])
-               for r in readers),
-             task("check", " && ".join(f"test -f {path}/{f}" for f in ["fetch", *readers]),
-                  readers)]
-    return tr.pipelinerun(name, tasks, {SHARED: volume})
-
-
 @pytest.fixture
 def real_runs(real: Real) -> Iterator[Runs]:
     ns = real.cluster.create_namespace(f"rr-{uuid.uuid4().hex[:6]}",
@@ -218,7 +141,7 @@ def test_a_real_run_shares_a_real_volume_beside_its_real_balloon(
     run = s.start(write_and_read(tr.unique("real"), tr.volume_claim_template()))
     assert s.anchor(run, timeout=120) == node.name
     assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded")
-    assert_co_located(s, run, node.name, [tr.FETCH, "read-a", "read-b", "read-c", "check"])
+    assert_co_located(s, run, node.name, real_.TASKS)
     balloon = s.recorder.balloons(run["metadata"]["uid"])[0]
     assert balloon.node == node.name
     limits = realhost.cgroup_limits(real.cluster, node.cgroup_root, balloon.name, s.ns)

@@ -1,0 +1,118 @@
+"""A local control plane with real nodes, and the chart installed on them from the project's own
+image: what the realnode scenarios and `make demo-real` share.
+
+real_cluster() builds the image from the unchanged Dockerfile (cached by content), brings the
+host network up, starts the control plane on its address, adds the real nodes with every image
+they need already imported (nothing is ever pulled), and starts Tekton configured with the step
+images built here. On the way out it puts everything back, whatever failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import chart
+from . import tekton_runs as tr
+from .cluster import LocalCluster, project_image, realhost, realimages, realnode
+
+RELEASE, NAMESPACE = chart.RELEASE, chart.NAMESPACE
+FULLNAME = f"{RELEASE}-tekton-coscheduler"
+SELECTOR = "app.kubernetes.io/name=tekton-coscheduler,app.kubernetes.io/component=controller"
+
+
+@dataclass
+class Real:
+    cluster: LocalCluster
+    nodes: realnode.RealNodes
+    image: project_image.Built
+    mode: str = ""  # the admission mode the chart is installed in ("": not installed)
+
+
+@dataclass(frozen=True)
+class Parts:
+    archives: list[Path]  # what every node imports: pause, Tekton's step images, busybox
+    image: project_image.Built
+
+
+def parts(repo: Path) -> Parts:
+    """Raises FileNotFoundError or BinaryNotFound, having changed nothing, when something is
+    not built (e2e/build.sh realnode)."""
+    return Parts(realimages.archives(), project_image.build(repo))
+
+
+@contextmanager
+def real_cluster(made: Parts, nodes: int = 2) -> Iterator[Real]:
+    archives, image = made.archives, made.image
+    network = realhost.HostNetwork()
+    cluster = LocalCluster(address=realhost.API_ADDRESS)
+    real_nodes: realnode.RealNodes | None = None
+    try:
+        network.up()
+        cluster.start()
+        assert cluster.kubeconfig is not None and cluster.pki is not None
+        real_nodes = realnode.RealNodes(cluster, network, cluster.run_dir, cluster.logs_dir,
+                                        cluster.pki.ca_cert, cluster.kubeconfig)
+        for _ in range(nodes):
+            real_nodes.add([*archives, image.archive])
+        cluster.start_tekton(images=realimages.tekton_images())
+        yield Real(cluster, real_nodes, image)
+    except BaseException:
+        print(cluster.log_tails(60))
+        raise
+    finally:
+        if real_nodes is not None:
+            real_nodes.stop()
+        cluster.stop()
+        network.down()
+
+
+def install(real: Real, mode: str) -> None:
+    """The chart with the project's image, in this admission mode (once: asking for the other
+    mode uninstalls and installs again), its two replicas Ready. The webhook, in webhook mode,
+    is reached through the chart's Service with the chart's TLS."""
+    if real.mode == mode:
+        return
+    if real.mode:
+        chart.uninstall(real.cluster)
+        real.cluster.wait_for(lambda: not realnode.pods(real.cluster, NAMESPACE, SELECTOR),
+                              timeout=120, what="the old release's pods gone")
+    repository, _, tag = real.image.name.rpartition(":")
+    chart.install(real.cluster, "", "", {
+        "admission.mode": mode, "image.repository": repository, "image.tag": tag,
+        "image.pullPolicy": "IfNotPresent"}, keep_deployment=True)
+    real.mode = mode
+    realnode.wait_pods_ready(real.cluster, NAMESPACE, SELECTOR, 2, timeout=180)
+
+
+READERS = ["read-a", "read-b", "read-c"]
+TASKS = [tr.FETCH, *READERS, "check"]
+
+
+def write_and_read(name: str, volume: dict[str, Any]) -> dict[str, Any]:
+    """fetch writes a file into the shared workspace; three tasks in parallel read it and add
+    their own; check finds all four. Real steps, in busybox."""
+    shared = tr.SHARED
+
+    def task(task_name: str, script: str, after: list[str] | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "name": task_name,
+            "workspaces": [{"name": shared, "workspace": shared}],
+            "taskSpec": {"workspaces": [{"name": shared}], "steps": [
+                {"name": "work", "image": realimages.busybox(),
+                 "script": f"#!/bin/sh\nset -e\n{script}"}]},
+        }
+        if after:
+            body["runAfter"] = after
+        return body
+
+    path = f"$(workspaces.{shared}.path)"
+    tasks = [task(tr.FETCH, f"echo fetched > {path}/fetch"),
+             *(task(r, f"grep -q fetched {path}/fetch\necho {r} > {path}/{r}", [tr.FETCH])
+               for r in READERS),
+             task("check", " && ".join(f"test -f {path}/{f}" for f in ["fetch", *READERS]),
+                  READERS)]
+    return tr.pipelinerun(name, tasks, {shared: volume})
