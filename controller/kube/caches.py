@@ -1,160 +1,140 @@
 """The leader's watch caches: what it reads instead of asking the API server per event.
 
-Balloons (StatefulSets with our labels, every namespace), ResourceQuotas (every namespace) and,
-in the namespaces that opted in,
-claims, LimitRanges, Tasks, Pipelines and Tekton's ResolutionRequests (a watch per kind and
-enabled namespace, started and stopped as namespaces opt in and out: the rest of the cluster
-costs nothing). A cache that is not synced yet answers None, and the caller asks the API server
-or does without.
+One watch per kind for the whole cluster, as client-go's shared informers keep them: balloons
+(StatefulSets with our labels), ResourceQuotas, LimitRanges, claims, Tasks, Pipelines and
+Tekton's ResolutionRequests. Seven watches and seven threads whatever the number of namespaces
+that opted in (a watch per kind and enabled namespace cost five threads and five watches a
+namespace: 1,500 threads at 300 namespaces). Each store is indexed by namespace, and claims and
+ResolutionRequests by their owner's uid, so a read returns only what one run needs and a watch
+event changes one entry (kube/store.py).
+
+The price: the stores hold these kinds for every namespace, enabled or not, as informers do
+(objects small and few next to the pods and runs nobody here caches). Listeners hear only of
+objects in enabled namespaces. A cache that is not synced yet answers None, and the caller asks
+the API server or does without.
 """
 
 from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from controller.core import names, resolution, tekton
 from controller.kube.client import Kube, Obj
 from controller.kube.clusterview import Facts
-from controller.kube.reflector import Reflector, Store, start_thread
+from controller.kube.reflector import Reflector, start_thread
+from controller.kube.store import Indexed, namespace_of, owner_uids
+
+OWNER = "owner"
 
 
 class Caches:
     def __init__(self, kube: Kube, timeout: float) -> None:
         self.kube = kube
-        self.timeout = timeout
-        self._lock = threading.Lock()
-        self._balloons: Store = {}
-        custom = kube.custom.list_namespaced_custom_object
-        # kind -> (list function, its arguments around the namespace)
-        self._kinds: dict[str, tuple[Any, tuple[Any, ...], tuple[Any, ...]]] = {
-            "claims": (kube.core.list_namespaced_persistent_volume_claim, (), ()),
-            "limitranges": (kube.core.list_namespaced_limit_range, (), ()),
-            "tasks": (custom, (tekton.GROUP, tekton.VERSION), ("tasks",)),
-            "pipelines": (custom, (tekton.GROUP, tekton.VERSION), ("pipelines",)),
-            "resolutionrequests": (
-                custom, (resolution.GROUP, resolution.VERSION), (resolution.PLURAL,)
-            ),
-        }
+        self._enabled: frozenset[str] = frozenset()
         self._listeners: dict[str, list[Callable[[Mapping[str, Any]], None]]] = {}
-        self._stores: dict[tuple[str, str], Store] = {}  # (kind, namespace) -> objects
-        self._watches: dict[tuple[str, str], Reflector] = {}
-        self._active = False  # only a leader keeps these caches
-        self.balloon_watch = Reflector(
-            "balloons",
-            kube.apps.list_stateful_set_for_all_namespaces,
-            (),
-            self._on_balloons,
-            label_selector=names.BALLOON_SELECTOR,
-            timeout=timeout,
-        )
-        # ResourceQuotas of every namespace (few objects, one watch): what a reservation may
-        # take of a team's quota (core/quota.py).
-        self._quotas: dict[str, list[Obj]] = {}
-        self.quota_watch = Reflector(
-            "resourcequotas",
-            kube.core.list_resource_quota_for_all_namespaces,
-            (),
-            self._on_quotas,
-            timeout=timeout,
-        )
+        custom = kube.custom.list_cluster_custom_object
+        owned = {OWNER: owner_uids}
+        # kind -> (list function for all namespaces, its arguments, extra indexes)
+        kinds: dict[str, tuple[Any, tuple[Any, ...], dict[str, Any]]] = {
+            "balloons": (kube.apps.list_stateful_set_for_all_namespaces, (), {}),
+            "resourcequotas": (kube.core.list_resource_quota_for_all_namespaces, (), {}),
+            "limitranges": (kube.core.list_limit_range_for_all_namespaces, (), {}),
+            "claims": (kube.core.list_persistent_volume_claim_for_all_namespaces, (), owned),
+            "tasks": (custom, (tekton.GROUP, tekton.VERSION, "tasks"), {}),
+            "pipelines": (custom, (tekton.GROUP, tekton.VERSION, "pipelines"), {}),
+            "resolutionrequests": (
+                custom, (resolution.GROUP, resolution.VERSION, resolution.PLURAL), owned),
+        }
+        self.watches: dict[str, Reflector] = {
+            kind: Reflector(
+                kind, fn, args, indexers=indexers, timeout=timeout,
+                on_object=functools.partial(self._on_object, kind),
+                label_selector=names.BALLOON_SELECTOR if kind == "balloons" else None,
+            )
+            for kind, (fn, args, indexers) in kinds.items()
+        }
+        self._lock = threading.Lock()
 
     def start(self) -> None:
-        self._active = True
-        start_thread(self.balloon_watch.run, "watch-balloons")
-        start_thread(self.quota_watch.run, "watch-resourcequotas")
+        for kind, watch in self.watches.items():
+            start_thread(watch.run, f"watch-{kind}")
 
     def stop(self) -> None:
-        self.balloon_watch.stop()
-        self.quota_watch.stop()
-        with self._lock:
-            for watch in self._watches.values():
-                watch.stop()
+        for watch in self.watches.values():
+            watch.stop()
 
     # -- feeds --------------------------------------------------------------------------------
 
-    def _on_balloons(self, store: Store) -> None:
-        with self._lock:
-            self._balloons = store
-
-    def _on_quotas(self, store: Store) -> None:
-        by_namespace: dict[str, list[Obj]] = {}
-        for obj in store.values():
-            by_namespace.setdefault(str((obj.get("metadata") or {}).get("namespace")), []).append(
-                obj)
-        with self._lock:
-            self._quotas = by_namespace
-
     def follow_namespaces(self, _: Facts, new: Facts) -> None:
-        """Watches the enabled namespaces only (a cluster-view listener)."""
-        if not (self._active and new.synced):
-            return
-        with self._lock:
-            wanted = {(kind, ns) for kind in self._kinds for ns in new.enabled_namespaces}
-            for key in set(self._watches) - wanted:
-                self._watches.pop(key).stop()
-                self._stores.pop(key, None)
-            added = [key for key in wanted if key not in self._watches]
-            for kind, ns in added:
-                fn, before, after = self._kinds[kind]
-                self._watches[(kind, ns)] = Reflector(
-                    f"{kind}-{ns}",
-                    fn,
-                    (*before, ns, *after),
-                    functools.partial(self._on_store, (kind, ns)),
-                    timeout=self.timeout,
-                    on_object=functools.partial(self._on_object, kind),
-                )
-        for key in added:
-            start_thread(self._watches[key].run, f"watch-{key[0]}-{key[1]}")
+        """Which namespaces' objects listeners hear of (a cluster-view listener)."""
+        if new.synced:
+            with self._lock:
+                self._enabled = new.enabled_namespaces
 
     def listen(self, kind: str, listener: Callable[[Mapping[str, Any]], None]) -> None:
-        """`listener(object)` for each object of the kind that a watch event brings, once the
-        cache holds it (a relist tells nothing: the resync is there for what was missed)."""
+        """`listener(object)` for each object of the kind in an enabled namespace that a watch
+        event brings, once the cache holds it (a relist tells nothing: the resync is there for
+        what was missed)."""
         self._listeners.setdefault(kind, []).append(listener)
 
     def _on_object(self, kind: str, obj: Mapping[str, Any]) -> None:
-        for listener in self._listeners.get(kind, ()):
-            listener(obj)
-
-    def _on_store(self, key: tuple[str, str], store: Store) -> None:
-        with self._lock:
-            if key in self._watches:
-                self._stores[key] = store
+        listeners = self._listeners.get(kind)
+        if listeners and namespace_of(obj) in self._enabled:
+            for listener in listeners:
+                listener(obj)
 
     # -- reads --------------------------------------------------------------------------------
 
+    def _store(self, kind: str) -> Indexed | None:
+        watch = self.watches[kind]
+        return watch.store if watch.synced.is_set() else None
+
+    def is_synced(self, kind: str) -> bool:
+        return self.watches[kind].synced.is_set()
+
     @property
     def synced(self) -> bool:
-        return self.balloon_watch.synced.is_set()
+        return self.is_synced("balloons")
 
     def balloon(self, namespace: str, name: str) -> Obj | None:
-        with self._lock:
-            return self._balloons.get(f"{namespace}/{name}")
+        return self.watches["balloons"].store.named(namespace, name)
 
     def balloons(self) -> list[Obj]:
-        with self._lock:
-            return list(self._balloons.values())
+        return self.watches["balloons"].store.values()
 
-    def listed(self, kind: str, namespace: str) -> list[Mapping[str, Any]] | None:
-        """The namespace's objects of a kind; None while its watch is not synced (or the
-        namespace is not enabled)."""
-        with self._lock:
-            store = self._stores.get((kind, namespace))
-            return list(store.values()) if store is not None else None
+    def in_namespace(self, kind: str, namespace: str) -> list[Obj] | None:
+        """The namespace's objects of a kind that namespaces hold few of (LimitRanges,
+        ResourceQuotas); None while its watch is not synced."""
+        store = self._store(kind)
+        return None if store is None else store.in_namespace(namespace)
 
     def quotas(self, namespace: str) -> list[Obj] | None:
-        """The namespace's ResourceQuotas; None while the watch is not synced."""
-        if not self.quota_watch.synced.is_set():
+        return self.in_namespace("resourcequotas", namespace)
+
+    def limit_ranges(self, namespace: str) -> list[Obj] | None:
+        return self.in_namespace("limitranges", namespace)
+
+    def owned_by(self, kind: str, uid: str) -> list[Obj] | None:
+        """Claims or ResolutionRequests whose ownerReferences name this uid (a run's)."""
+        store = self._store(kind)
+        return None if store is None else store.by(OWNER, uid)
+
+    def claims_of(self, namespace: str, run_uid: str, named: Iterable[str]) -> list[Obj] | None:
+        """The claims a run owns and those its spec names: all a run's decision reads of the
+        namespace's claims, however many it holds."""
+        store = self._store("claims")
+        if store is None:
             return None
-        with self._lock:
-            return list(self._quotas.get(namespace, ()))
+        found = {str(c["metadata"]["name"]): c for c in store.by(OWNER, run_uid)}
+        for name in named:
+            claim = store.named(namespace, name) if name not in found else None
+            if claim is not None:
+                found[name] = claim
+        return list(found.values())
 
-    def pvcs(self, namespace: str) -> list[Mapping[str, Any]] | None:
-        return self.listed("claims", namespace)
-
-    def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
-        with self._lock:
-            return (self._stores.get((kind, namespace)) or {}).get(f"{namespace}/{name}")
+    def get(self, kind: str, namespace: str, name: str) -> Obj | None:
+        store = self._store(kind)
+        return None if store is None else store.named(namespace, name)

@@ -17,7 +17,8 @@ import yaml
 
 from controller.core import names, policy, tekton
 from controller.kube.client import Kube
-from controller.kube.reflector import Reflector, Store, start_thread
+from controller.kube.reflector import Reflector, start_thread
+from controller.kube.store import Listing
 from controller.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -74,7 +75,7 @@ def _yaml_entry(config_map: Mapping[str, Any] | None, key: str) -> dict[str, Any
     return parsed if isinstance(parsed, dict) else {}
 
 
-def resolve_policies(settings: Settings, store: Store) -> dict[str, policy.PolicyResolution]:
+def resolve_policies(settings: Settings, store: Listing) -> dict[str, policy.PolicyResolution]:
     by_namespace: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for obj in store.values():
         by_namespace[(obj.get("metadata") or {}).get("namespace", "")].append(obj)
@@ -142,11 +143,11 @@ class ClusterView:
             except Exception:
                 log.exception("cluster view listener failed")
 
-    def _on_namespaces(self, store: Store) -> None:
+    def _on_namespaces(self, store: Listing) -> None:
         enabled = frozenset((o.get("metadata") or {}).get("name", "") for o in store.values())
         self._update("namespaces", enabled_namespaces=enabled)
 
-    def _on_tekton_config(self, store: Store) -> None:
+    def _on_tekton_config(self, store: Listing) -> None:
         ns = self.settings.tekton_namespace
         flags = store.get(f"{ns}/{tekton.FEATURE_FLAGS_CONFIGMAP}")
         defaults = store.get(f"{ns}/{tekton.DEFAULTS_CONFIGMAP}")
@@ -164,7 +165,7 @@ class ClusterView:
             tekton_version=str(info.get("version") or ""),
         )
 
-    def _on_policies(self, store: Store) -> None:
+    def _on_policies(self, store: Listing) -> None:
         self._update(
             "policies",
             policies=resolve_policies(self.settings, store),

@@ -1,4 +1,4 @@
-"""Watch caches: an in-memory copy of a list of objects, kept current by list-then-watch."""
+"""Watch caches: an indexed in-memory copy of a list of objects, kept current by list-then-watch."""
 
 from __future__ import annotations
 
@@ -11,18 +11,11 @@ import structlog
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
+from controller.kube.store import Indexed, Indexer, Obj
+
 log = structlog.get_logger(__name__)
 
-Obj = dict[str, Any]
-
-
-Store = dict[str, Obj]
 PAGE = 500
-
-
-def _key(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
 class Reflector:
@@ -37,8 +30,9 @@ class Reflector:
         name: str,
         list_fn: Callable[..., Any],
         args: tuple[Any, ...],
-        on_change: Callable[[Store], None],
+        on_change: Callable[[Indexed], None] | None = None,
         *,
+        indexers: Mapping[str, Indexer] | None = None,
         timeout: float = 30.0,
         watch_seconds: int = 240,
         on_object: Callable[[Obj], None] | None = None,
@@ -48,8 +42,11 @@ class Reflector:
         self._list_fn = list_fn
         self._args = args
         self._kwargs = kwargs
+        self.store = Indexed(indexers)
+        # The store after each change (for small lists whose readers derive facts from all of
+        # it), and each object a watch event brings, after the store holds it (not those of a
+        # list).
         self._on_change = on_change
-        # Each object a watch event brings, after on_change (not those of a list).
         self._on_object = on_object
         self._timeout = timeout
         self._watch_seconds = watch_seconds
@@ -68,7 +65,8 @@ class Reflector:
             except ApiException as exc:
                 if exc.status == 404:
                     # The resource is not served (a CRD not installed): an empty list, for now.
-                    self._on_change({})
+                    self.store.replace(())
+                    self._changed()
                     self.synced.set()
                 log.warning("watch failed", watch=self.name, status=exc.status, reason=exc.reason)
             except Exception as exc:
@@ -76,10 +74,14 @@ class Reflector:
             self._stopped.wait(backoff)
             backoff = min(backoff * 2, 30.0)
 
-    def _list(self) -> tuple[Store, str]:
+    def _changed(self) -> None:
+        if self._on_change is not None:
+            self._on_change(self.store)
+
+    def _list(self) -> tuple[list[Obj], str]:
         """The whole list, a page of PAGE at a time (one consistent snapshot: the continue
         token keeps the first page's resourceVersion)."""
-        store: Store = {}
+        items: list[Obj] = []
         version, token = "", None
         while True:
             paging: dict[str, Any] = {"limit": PAGE}
@@ -93,16 +95,17 @@ class Reflector:
                 **paging,
             )
             listing = json.loads(resp.data)
-            store.update({_key(o): o for o in listing.get("items") or []})
+            items.extend(listing.get("items") or [])
             meta = listing.get("metadata") or {}
             version = version or meta.get("resourceVersion", "")
             token = meta.get("continue")
             if not token:
-                return store, version
+                return items, version
 
     def _list_and_watch(self) -> None:
-        store, version = self._list()
-        self._on_change(dict(store))
+        items, version = self._list()
+        self.store.replace(items)
+        self._changed()
         self.synced.set()
         while not self._stopped.is_set():
             for event in self._watch(version):
@@ -113,10 +116,10 @@ class Reflector:
                 if kind == "BOOKMARK":
                     continue
                 if kind == "DELETED":
-                    store.pop(_key(obj), None)
+                    self.store.delete(obj)
                 else:
-                    store[_key(obj)] = obj
-                self._on_change(dict(store))
+                    self.store.upsert(obj)
+                self._changed()
                 if self._on_object is not None:
                     self._on_object(obj)
                 if self._stopped.is_set():

@@ -92,7 +92,7 @@ class Capacity:
             return (task or {}).get("spec")
 
         namespace = podrequests.Namespace(
-            limit_ranges=tuple(self.caches.listed("limitranges", ns) or ()),
+            limit_ranges=tuple(self.caches.limit_ranges(ns) or ()),
             container_defaults=dict(facts.tekton_container_defaults),
         )
         capacity = facts.policy_for(ns).policy.capacity
@@ -105,7 +105,7 @@ class Capacity:
             self.notifier.tell(pipelinerun_ref(run.name, ns, run.uid),
                                reservation.not_estimated(str(exc)), run.uid)
             return None
-        if self.caches.listed("tasks", ns) is not None and self.resolving.settled(run):
+        if self.caches.is_synced("tasks") and self.resolving.settled(run):
             # complete: keep it
             with self._lock:
                 self._estimates[run.uid] = found

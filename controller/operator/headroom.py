@@ -122,7 +122,7 @@ class Headroom:
         if self.caches is None:
             return dict(want)
         quotas = self.caches.quotas(run.namespace)
-        limit_ranges = self.caches.listed("limitranges", run.namespace) or []
+        limit_ranges = self.caches.limit_ranges(run.namespace) or []
         if quotas is None:
             return None  # not known yet (the moment after this replica started to lead)
         if not quotas and not limit_ranges:

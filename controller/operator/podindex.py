@@ -8,7 +8,7 @@ Every other part of the operator reads from here rather than asking the API serv
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -55,10 +55,23 @@ def _unschedulable(pod: Mapping[str, Any]) -> tuple[bool, str, datetime]:
 class PodIndex:
     def __init__(self) -> None:
         self._runs: dict[str, RunState] = {}
+        # (namespace, claim) -> runs whose live balloon mounts it: what a run's decision reads
+        # of the others, whatever the number of runs
+        self._mounting: dict[tuple[str, str], set[str]] = {}
         self._lock = threading.Lock()
 
     def _run(self, uid: str) -> RunState:
         return self._runs.setdefault(uid, RunState())
+
+    def _set_balloon(self, uid: str, state: RunState, balloon: BalloonPod | None) -> None:
+        for claim in state.balloon.claims if state.balloon else ():
+            users = self._mounting.get((state.namespace, claim), set())
+            users.discard(uid)
+            if not users:
+                self._mounting.pop((state.namespace, claim), None)
+        state.balloon = balloon
+        for claim in balloon.claims if balloon else ():
+            self._mounting.setdefault((state.namespace, claim), set()).add(uid)
 
     # -- fed by the pod watch ------------------------------------------------------------------
 
@@ -78,7 +91,7 @@ class PodIndex:
             pod_uid = str(meta.get("uid") or "")
             if deleted:
                 if state.balloon and state.balloon.uid == pod_uid:
-                    state.balloon = None
+                    self._set_balloon(uid, state, None)
                 state.waiting.pop(pod_uid, None)
                 return uid, previous
             bound_at = None
@@ -88,7 +101,7 @@ class PodIndex:
                 bound_at = (same.bound_at if same and same.bound_at else None) or (
                     parse_time(cond.get("lastTransitionTime")) if cond.get("status") == "True"
                     else None) or datetime.now(UTC)
-            state.balloon = BalloonPod(
+            self._set_balloon(uid, state, BalloonPod(
                 bound_at=bound_at,
                 name=str(meta.get("name") or ""),
                 namespace=state.namespace,
@@ -101,7 +114,7 @@ class PodIndex:
                     for v in spec.get("volumes") or []
                     if isinstance(v, dict) and isinstance(v.get("persistentVolumeClaim"), dict)
                 ),
-            )
+            ))
             if node and node not in state.anchors:
                 state.anchors.append(node)
             if waiting and not node:
@@ -224,7 +237,9 @@ class PodIndex:
 
     def forget(self, run_uid: str) -> None:
         with self._lock:
-            self._runs.pop(run_uid, None)
+            state = self._runs.pop(run_uid, None)
+            if state is not None:
+                self._set_balloon(run_uid, state, None)
 
     # -- read by the rest of the operator ------------------------------------------------------
 
@@ -255,14 +270,14 @@ class PodIndex:
             state = self._runs.get(run_uid)
             return list(state.pods.values()) if state else []
 
-    def mounted_claims(self, namespace: str, besides: str) -> dict[str, tuple[str, ...]]:
-        """Claims mounted by the live balloon pods of the namespace, by run, but `besides`."""
+    def mounted_claims(self, namespace: str, besides: str,
+                       claims: Iterable[str]) -> dict[str, tuple[str, ...]]:
+        """The claims mounted by the live balloon pods of the namespace that mount any of
+        `claims`, by run, but `besides`."""
         with self._lock:
-            return {
-                uid: s.balloon.claims
-                for uid, s in self._runs.items()
-                if uid != besides and s.balloon and s.namespace == namespace
-            }
+            users = {u for c in claims for u in self._mounting.get((namespace, c), ())}
+            return {uid: balloon.claims for uid in users - {besides}
+                    if (balloon := self._runs[uid].balloon) is not None}
 
     def anchored_on(self, node: str) -> list[str]:
         """Runs whose balloon pod is bound to the node."""

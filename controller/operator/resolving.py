@@ -45,7 +45,7 @@ class Resolving:
 
     def requests(self, run: tekton.PipelineRun) -> list[resolution.Request] | None:
         """The run's ResolutionRequests; None while the namespace's cache is not synced."""
-        listed = self.caches.listed(KIND, run.namespace) if self.caches is not None else None
+        listed = self.caches.owned_by(KIND, run.uid) if self.caches is not None else None
         return None if listed is None else resolution.owned_by(listed, run.uid)
 
     def reader(self, run: tekton.PipelineRun, local: Reader) -> Reader:

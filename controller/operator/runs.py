@@ -170,24 +170,30 @@ class Operator:
     ) -> reconcile.Observed:
         live = not (run.finished or run.pending or run.opted_out)
         needs_claims = live and serves and not facts.assistant_blocks
+        named = {c.name for c in run.claims()} if needs_claims else set()
+        pvcs = self._claims(run, named) if needs_claims else []
+        claim_names = named | {str((p.get("metadata") or {}).get("name")) for p in pvcs}
         return reconcile.Observed(
             run=run,
             namespace_enabled=serves,
             assistant_blocks=facts.assistant_blocks,
             policy=facts.policy_for(run.namespace).policy,
             tekton_default_template=facts.tekton_default_template,
-            pvcs=self._claims(run.namespace) if needs_claims else [],
+            pvcs=pvcs,
             balloon=existing,
-            others=self.index.mounted_claims(run.namespace, run.uid) if needs_claims else {},
+            others=self.index.mounted_claims(run.namespace, run.uid, claim_names),
             room=needs_claims and self.capacity.wants_room(run, facts),
             room_node=self.capacity.room_node(run.uid),
             resolving=(self.capacity.waits_for_resolution(run, facts)
                        if needs_claims and existing is None else None),
         )
 
-    def _claims(self, namespace: str) -> Sequence[Mapping[str, Any]]:
-        cached = self.caches.pvcs(namespace) if self.caches is not None else None
-        return cached if cached is not None else self.kube.list_pvcs(namespace)
+    def _claims(self, run: tekton.PipelineRun, named: set[str]) -> Sequence[Mapping[str, Any]]:
+        """The claims the run owns or names (the cache's indexes), or, before the cache is
+        synced, the namespace's."""
+        cached = self.caches.claims_of(run.namespace, run.uid, named
+                                       ) if self.caches is not None else None
+        return cached if cached is not None else self.kube.list_pvcs(run.namespace)
 
     def _act(
         self,

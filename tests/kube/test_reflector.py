@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from controller.kube.reflector import Reflector
+from controller.kube.store import Indexed, key_of
 
 
 def obj(name: str, version: str) -> dict[str, Any]:
@@ -50,8 +51,10 @@ def test_each_object_a_watch_event_brings_is_told_after_the_store_holds_it() -> 
         meta = o["metadata"]
         told.append((meta["name"], meta["resourceVersion"], set(stores[-1])))
 
-    reflector = Reflector("test", list_fn, (), lambda s: stores.append(set(s)),
-                          on_object=on_object)
+    def on_change(store: Indexed) -> None:
+        stores.append({key_of(o) for o in store.values()})
+
+    reflector = Reflector("test", list_fn, (), on_change, on_object=on_object)
     reflector.run()
     assert stores[0] == {"ns/a"}  # the list: told as a store, not object by object
     assert told == [("b", "2", {"ns/a", "ns/b"}), ("a", "4", {"ns/a", "ns/b"}),

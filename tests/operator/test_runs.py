@@ -9,6 +9,7 @@ from typing import Any
 
 from controller.core import balloon, names, policy, tekton
 from controller.kube.clusterview import Facts
+from controller.kube.store import owner_uids
 from controller.metrics import Metrics
 from controller.operator.resync import Resync
 from controller.operator.runs import Operator
@@ -140,14 +141,23 @@ class MemoryCaches:
     def balloons(self) -> list[dict[str, Any]]:
         return list(self.kube.statefulsets.values())
 
-    def pvcs(self, namespace: str) -> list[dict[str, Any]]:
+    def claims_of(self, namespace: str, run_uid: str, named: Any) -> list[dict[str, Any]]:
         return []
 
-    def listed(self, kind: str, namespace: str) -> list[dict[str, Any]]:
+    def is_synced(self, kind: str) -> bool:
+        return True
+
+    def in_namespace(self, kind: str, namespace: str) -> list[dict[str, Any]]:
         return list(self.kube.objects.get(kind, {}).values())
 
+    def owned_by(self, kind: str, uid: str) -> list[dict[str, Any]]:
+        return [o for o in self.in_namespace(kind, "") if uid in owner_uids(o)]
+
     def quotas(self, namespace: str) -> list[dict[str, Any]]:
-        return self.listed("resourcequotas", namespace)
+        return self.in_namespace("resourcequotas", namespace)
+
+    def limit_ranges(self, namespace: str) -> list[dict[str, Any]]:
+        return self.in_namespace("limitranges", namespace)
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.kube.objects.get(kind, {}).get(name)
