@@ -284,6 +284,9 @@ class PodIndex:
         with self._lock:
             return [uid for uid, s in self._runs.items() if s.balloon and s.balloon.node == node]
 
+    def knows(self, run_uid: str) -> bool:
+        return run_uid in self._runs
+
     def runs(self) -> dict[str, tuple[str, str]]:
         """Run uid -> (namespace, name), of every run the index knows."""
         with self._lock:

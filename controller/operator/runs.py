@@ -13,7 +13,7 @@ from typing import Any
 
 import structlog
 
-from controller.core import balloon, budget, names, reconcile, tekton, waiting
+from controller.core import balloon, budget, mark, names, reconcile, tekton, waiting
 from controller.core.notices import Notice
 from controller.core.reconcile import Verb
 from controller.core.times import parse_time
@@ -86,6 +86,14 @@ class Operator:
     def _live_runs(self) -> list[tekton.PipelineRun]:
         with self._live_lock:
             return [tekton.PipelineRun.from_body(b) for b in self.live.values()]
+
+    def concerns(self, namespace: str, run_uid: str, labels: Mapping[str, Any]) -> bool:
+        """Whether an event of this run, or of one of its pods, can matter here: its namespace
+        is enabled (or not known yet), it carries our mark, or something of it is held here.
+        The rest of the cluster's runs are dropped before a thread is given to them."""
+        facts = self.view.facts
+        return (not facts.synced or facts.namespace_enabled(namespace)
+                or mark.of(labels, run_uid) or run_uid in self.live or self.index.knows(run_uid))
 
     def forget_run(self, body: Mapping[str, Any]) -> None:
         """The run is deleted (its balloon goes by garbage collection)."""
