@@ -66,6 +66,7 @@ bench: venv
 
 # R concurrent runs on N nodes with F finished runs kept: ours, none, Tekton's assistant
 # (not part of CI). Smaller: make bench-scale SCALE_FLAGS="--runs 100 --nodes 20 --finished 500"
+# Namespaces: SCALE_FLAGS="--runs 40 --namespaces 40 --enabled 1000 --modes tekton-coscheduler none"
 SCALE_FLAGS ?=
 bench-scale: venv
 	$(BIN)/pip install --quiet -e '.[test,bench]'

@@ -1,42 +1,46 @@
-"""`make bench-scale`: R concurrent runs on N nodes, with F finished runs kept, three ways.
+"""`make bench-scale`: R concurrent runs on N nodes in K namespaces, E more namespaces opted in
+with nothing in them, F finished runs kept, three ways.
 
-python -m bench.scale [--runs 1000] [--nodes 100] [--finished 5000]
-                      [--modes tekton-coscheduler none tekton-assistant]
+python -m bench.scale [--runs 1000] [--nodes 100] [--finished 5000] [--namespaces 1]
+                      [--enabled 0] [--modes tekton-coscheduler none tekton-assistant]
 
 One local control plane (kwok nodes, the real Tekton controller). F finished PipelineRuns are
-kept around (made cancelled, so that Tekton finishes them without pods). Then, for each mode in
-turn, R fan-out/fan-in runs (fetch -> build-a|b|c -> publish on one volumeClaimTemplate claim,
-zonal volumes) are created at once and run to their end: tekton-coscheduler (our
-operator leading, its webhook registered), no coscheduling, and Tekton's own affinity assistant
-(`coschedule: workspaces`). Per mode it prints: runs with every pod on one node (and, for ours,
-on the balloon's node), misplaced pods, orphan balloons a minute after the end, time from
-PipelineRun creation to balloon bound (ours) and to the first layer bound, p50 and p99, and
-the ratios to no coscheduling. For ours also: the operator's CPU seconds per run and peak RSS
-(server and reconciler), API requests per run by verb, reconcile lag (run created to balloon
-pod made), and the webhook's p99. JSON in build/scale.json; PNG plots in build/scale-*.png.
-Per mode also the runs with any Warning Event, by reason (a healthy run has none: a Warning
-asks a person to act). Last line: `scale: R runs on N nodes: co-located X/R, misplaced M,
-orphans O, runs with a Warning W, p99 anchor S s, operator RSS Y MiB, api requests per run Z`.
+kept around (made cancelled, so that Tekton finishes them without pods). Our operator starts
+(leading, its webhook registered), E namespaces opt in, and the operator at rest is measured:
+threads, watches it holds open on the API server (`apiserver_longrunning_requests`, less those
+open before it started), RSS and idle CPU over 30 s. Then, for each mode in turn, R
+fan-out/fan-in runs (fetch -> build-a|b|c -> publish on one volumeClaimTemplate claim, zonal
+volumes), spread over K namespaces of their own, are created at once and run to their end:
+tekton-coscheduler (the namespaces opted in), no coscheduling, and Tekton's own affinity
+assistant (`coschedule: workspaces`). Our operator stays up in every mode: its CPU per run in
+the other modes is what runs it does not serve cost it. Per mode it prints: runs with every pod
+on one node (and, for ours, on the balloon's node), misplaced pods, orphan balloons a minute
+after the end, time from PipelineRun creation to balloon bound (ours) and to the first layer
+bound, p50 and p99, and the ratios to no coscheduling; the operator's CPU seconds per run
+(creation to 10 s after the last run ended) and peak RSS (server and reconciler), API requests
+per run by verb, reconcile lag, the webhook's p99, and the runs with any Warning Event, by
+reason. JSON in build/scale.json; PNG plots in build/scale-*.png. Last line: `scale: R runs on
+N nodes in K namespaces (E enabled): co-located X/R, cpu per run C ms, threads T, watches W,
+RSS M MiB, idle cpu I%, cpu per run not ours U ms, first pod bound p99 vs none Q x, runs with a
+Warning W, misplaced M, orphans O, api requests per run Z`.
 """
-
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import statistics
 import sys
 import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client
 
+from bench import footprint as fp
+from bench import scale_report
 from bench.pod_churn import cpu_seconds, tree_rss_mib
+from bench.scale_report import OURS, ModeResult, pct
 from controller.core import names
 from e2e.harness import faults
 from e2e.harness import tekton_runs as tr
@@ -45,42 +49,11 @@ from e2e.harness.cluster import tekton as tekton_cluster
 from e2e.harness.coscheduler import Coscheduler, install_crds
 
 MODES = {"tekton-coscheduler": "disabled", "none": "disabled", "tekton-assistant": "workspaces"}
-OURS = "tekton-coscheduler"
 TASKS = [tr.FETCH, *tr.FAN_OUT, tr.PUBLISH]
 
 
 def say(text: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
-
-
-def pct(values: list[float], q: int) -> float:
-    if not values:
-        return float("nan")
-    if len(values) == 1:
-        return values[0]
-    return statistics.quantiles(values, n=100)[q - 1]
-
-
-@dataclass
-class ModeResult:
-    mode: str
-    runs: int
-    succeeded: int = 0
-    co_located: int = 0  # every task pod on one node (for ours: the balloon's)
-    misplaced: int = 0  # task pods of ours bound away from their run's balloon
-    orphans: int = 0  # balloons left a minute after the last run ended
-    warned: int = 0  # runs with any Warning Event (healthy runs: none is a true alarm)
-    warnings: dict[str, int] = field(default_factory=dict)  # reason -> runs it was said on
-    anchor_p50: float = float("nan")
-    anchor_p99: float = float("nan")
-    first_layer_p50: float = float("nan")
-    first_layer_p99: float = float("nan")
-    wall_seconds: float = 0.0
-    operator: dict[str, Any] = field(default_factory=dict)
-    cores: dict[str, float] = field(default_factory=dict)  # component -> mean cores used
-    series: list[tuple[float, int, int]] = field(default_factory=list)  # (t, live, balloons)
-    anchors: list[float] = field(default_factory=list)
-    first_layers: list[float] = field(default_factory=list)
 
 
 def component_cpu(cluster: LocalCluster, operator: Operator | None) -> dict[str, float]:
@@ -159,17 +132,22 @@ def finished_runs(cluster: LocalCluster, count: int) -> None:
                          interval=5)
 
 
-def one_mode(cluster: LocalCluster, mode: str, runs: int, operator: Operator | None,
+def one_mode(cluster: LocalCluster, mode: str, runs: int, namespaces: int, operator: Operator,
              timeout: float, settle: float) -> ModeResult:
+    """The runs spread over `namespaces` namespaces (opted in for ours only); our operator is
+    up in every mode, its CPU counted: in the others, what runs it does not serve cost it."""
     tekton_cluster.configure(cluster, {"coschedule": MODES[mode]})
     labels = {names.NAMESPACE_LABEL: "true"} if mode == OURS else {}
-    ns = cluster.create_namespace(f"{mode[:12]}-{uuid.uuid4().hex[:4]}", labels=labels)
+    tag = uuid.uuid4().hex[:4]
+    nss = [cluster.create_namespace(f"{mode[:12]}-{tag}-{i}", labels=labels)
+           for i in range(namespaces)]
     result = ModeResult(mode, runs)
     stats: dict[str, Any] = {}
-    with cluster.api_client() as api, tr.PodRecorder(cluster, ns) as recorder:
+    recorded = nss[0] if namespaces == 1 else ""  # "": every namespace's pods
+    with cluster.api_client() as api, tr.PodRecorder(cluster, recorded) as recorder:
         custom, apps = client.CustomObjectsApi(api), client.AppsV1Api(api)
-        before = operator.metrics() if operator else {}
-        pid = operator.proc.process.pid if operator and operator.proc.process else None
+        before = operator.metrics()
+        pid = operator.proc.process.pid if operator.proc.process else None
         cpu0 = cpu_seconds(pid) if pid else 0.0
         components0 = component_cpu(cluster, operator)
         peak = [tree_rss_mib(pid) if pid else 0.0]
@@ -181,8 +159,7 @@ def one_mode(cluster: LocalCluster, mode: str, runs: int, operator: Operator | N
             t0 = time.time()
             while not stop.is_set():
                 live = len(created) - len(done)
-                balloons = len(apps.list_namespaced_stateful_set(
-                    ns, label_selector=names.BALLOON_SELECTOR).items) if mode == OURS else 0
+                balloons = len(balloons_in(apps, nss)) if mode == OURS else 0
                 result.series.append((time.time() - t0, live, balloons))
                 if pid:
                     peak[0] = max(peak[0], tree_rss_mib(pid))
@@ -194,7 +171,7 @@ def one_mode(cluster: LocalCluster, mode: str, runs: int, operator: Operator | N
 
         def make(i: int) -> None:
             body = tr.fan_out_fan_in(f"{mode[:6]}-{i}-{uuid.uuid4().hex[:4]}")
-            made = tr.create_run(custom, ns, body)
+            made = tr.create_run(custom, nss[i % len(nss)], body)
             created[made["metadata"]["name"]] = (made["metadata"]["uid"], time.time())
 
         with ThreadPoolExecutor(8) as pool:
@@ -202,10 +179,11 @@ def one_mode(cluster: LocalCluster, mode: str, runs: int, operator: Operator | N
         say(f"{mode}: {runs} runs created in {time.time() - started:.0f} s")
         deadline = time.monotonic() + timeout
         while len(done) < runs and time.monotonic() < deadline:
-            listed = custom.list_namespaced_custom_object(*tr.TEKTON, ns, "pipelineruns")
-            for run in listed["items"]:
-                if tr.outcome(run):
-                    done.setdefault(run["metadata"]["name"], run)
+            for ns in nss:
+                listed = custom.list_namespaced_custom_object(*tr.TEKTON, ns, "pipelineruns")
+                for run in listed["items"]:
+                    if tr.outcome(run):
+                        done.setdefault(run["metadata"]["name"], run)
             time.sleep(3)
         result.wall_seconds = time.time() - started
         say(f"{mode}: {len(done)}/{runs} runs finished in {result.wall_seconds:.0f} s")
@@ -215,8 +193,8 @@ def one_mode(cluster: LocalCluster, mode: str, runs: int, operator: Operator | N
         }
         stop.set()
         sampler.join(10)
-        time.sleep(settle)
-        if operator and pid:
+        time.sleep(min(settle, 10))  # what the operator does once runs end (balloons go)
+        if pid:
             after = operator.metrics()
             stats = {
                 "cpu_seconds_per_run": (cpu_seconds(pid) - cpu0) / runs,
@@ -227,12 +205,13 @@ def one_mode(cluster: LocalCluster, mode: str, runs: int, operator: Operator | N
                 "webhook_p99_ms": histogram_p99(
                     before, after, "tekton_coscheduler_admission_duration_seconds") * 1000,
             }
-        result.orphans = len(apps.list_namespaced_stateful_set(
-            ns, label_selector=names.BALLOON_SELECTOR).items)
+        time.sleep(max(settle - 10, 0))
+        result.orphans = len(balloons_in(apps, nss))
         warned: dict[str, set[str]] = {}  # run name -> reasons
-        for event in client.CoreV1Api(api).list_namespaced_event(ns).items:
-            if event.type == "Warning" and event.involved_object.kind == "PipelineRun":
-                warned.setdefault(event.involved_object.name, set()).add(event.reason)
+        for ns in nss:
+            for event in client.CoreV1Api(api).list_namespaced_event(ns).items:
+                if event.type == "Warning" and event.involved_object.kind == "PipelineRun":
+                    warned.setdefault(event.involved_object.name, set()).add(event.reason)
         result.warned = len(warned)
         for reasons in warned.values():
             for reason in reasons:
@@ -267,41 +246,9 @@ def one_mode(cluster: LocalCluster, mode: str, runs: int, operator: Operator | N
     return result
 
 
-def plot(results: list[ModeResult], out: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    paths: list[Path] = []
-    fig, ax = plt.subplots(figsize=(8, 4))
-    for r in results:
-        if r.series:
-            ax.plot([s[0] for s in r.series], [s[1] for s in r.series],
-                    label=f"{r.mode}: live runs")
-        if r.mode == OURS and r.series:
-            ax.plot([s[0] for s in r.series], [s[2] for s in r.series], "--",
-                    label=f"{r.mode}: balloons")
-    paths.append(_save(fig, ax, "seconds since the runs were created", "count",
-                       out / "scale-timeseries.png"))
-    fig, ax = plt.subplots(figsize=(8, 4))
-    for r in results:
-        for values, what in ((r.first_layers, "first layer bound"), (r.anchors, "anchor bound")):
-            if values:
-                ordered = sorted(values)
-                ax.plot(ordered, [(i + 1) / len(ordered) for i in range(len(ordered))],
-                        label=f"{r.mode}: {what}")
-    paths.append(_save(fig, ax, "seconds from PipelineRun creation", "share of runs",
-                       out / "scale-latency.png"))
-    return paths
-
-
-def _save(fig: Any, ax: Any, xlabel: str, ylabel: str, path: Path) -> Path:
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.legend()
-    fig.savefig(path, dpi=100, bbox_inches="tight")
-    return path
+def balloons_in(apps: client.AppsV1Api, namespaces: list[str]) -> list[Any]:
+    listed = apps.list_stateful_set_for_all_namespaces(label_selector=names.BALLOON_SELECTOR)
+    return [s for s in listed.items if s.metadata and s.metadata.namespace in set(namespaces)]
 
 
 def main() -> int:
@@ -309,6 +256,10 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--nodes", type=int, default=100)
     parser.add_argument("--finished", type=int, default=5000)
+    parser.add_argument("--namespaces", type=int, default=1,
+                        help="namespaces each mode's runs are spread over")
+    parser.add_argument("--enabled", type=int, default=0,
+                        help="more namespaces opted in, with no run in them")
     parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--settle", type=float, default=60)
@@ -329,54 +280,23 @@ def main() -> int:
         install_crds(cluster)
         say(f"{args.finished} finished runs kept")
         finished_runs(cluster, args.finished)
+        baseline = fp.open_watches(cluster)
         operator = Operator(cluster)
         operator.proc.start()
         operator.proc.register_webhook()
         cluster.wait_for(operator.proc.leads, timeout=120, what="the operator leads")
+        say(f"{args.enabled} namespaces opted in, nothing in them")
+        fp.enabled_namespaces(cluster, args.enabled)
+        time.sleep(15)  # the operator takes them in; then it rests
+        assert operator.proc.process is not None and operator.proc.process.pid
+        footprint = fp.measure(cluster, operator.proc.process.pid, baseline)
+        say(f"operator at rest: {footprint}")
         for mode in args.modes:
-            results.append(one_mode(cluster, mode, args.runs,
-                                    operator if mode == OURS else None,
+            results.append(one_mode(cluster, mode, args.runs, args.namespaces, operator,
                                     args.timeout, args.settle))
             say(f"{mode}: {results[-1].co_located}/{args.runs} co-located")
         operator.proc.stop()
-    none = next((r for r in results if r.mode == "none"), None)
-    print(f"\n{args.runs} runs on {args.nodes} nodes, {args.finished} finished runs kept\n")
-    print(f"{'mode':20} {'ok':>6} {'one node':>9} {'misplaced':>9} {'orphans':>7} {'warned':>6} "
-          f"{'anchor p50/p99 s':>17} {'first layer p50/p99 s':>22} {'vs none':>8} {'wall s':>7}")
-    for r in results:
-        ratio = (r.first_layer_p99 / none.first_layer_p99) if none and none.first_layer_p99 else 1
-        print(f"{r.mode:20} {r.succeeded:6} {r.co_located:9} {r.misplaced:9} {r.orphans:7} "
-              f"{r.warned:6} "
-              f"{r.anchor_p50:8.1f}/{r.anchor_p99:<8.1f} {r.first_layer_p50:11.1f}/"
-              f"{r.first_layer_p99:<10.1f} {ratio:8.2f} {r.wall_seconds:7.0f}")
-    print(f"\nmean cores used while the runs ran (the machine has {os.cpu_count()}):")
-    for r in results:
-        busiest = sorted(r.cores.items(), key=lambda kv: -kv[1])
-        print(f"  {r.mode:20} total {sum(r.cores.values()):.2f}: "
-              + ", ".join(f"{name} {used:.2f}" for name, used in busiest))
-    ours = next((r for r in results if r.mode == OURS), None)
-    for r in results:
-        if r.warnings:
-            print(f"  {r.mode}: Warnings on runs: " + ", ".join(
-                f"{reason} {count}" for reason, count in sorted(r.warnings.items())))
-    if ours:
-        for key, value in ours.operator.items():
-            print(f"  operator {key}: {value}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "scale.json").write_text(json.dumps(
-        {"runs": args.runs, "nodes": args.nodes, "finished": args.finished,
-         "modes": [asdict(r) for r in results]}, indent=2))
-    for path in plot(results, args.out):
-        print(f"plot: {path}")
-    if ours:
-        per_run = sum(v for k, v in ours.operator.get("requests_per_run", {}).items()
-                      if k != "lease")
-        print(f"scale: {args.runs} runs on {args.nodes} nodes: co-located "
-              f"{ours.co_located}/{args.runs}, misplaced {ours.misplaced}, orphans {ours.orphans}, "
-              f"runs with a Warning {ours.warned}, p99 anchor {ours.anchor_p99:.1f} s, "
-              f"operator RSS {ours.operator.get('peak_rss_mib', float('nan')):.0f} MiB, "
-              f"api requests per run "
-              f"{per_run:.1f}")
+    scale_report.report(args, results, footprint)
     return 0
 
 

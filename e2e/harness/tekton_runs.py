@@ -193,19 +193,18 @@ class PodRecorder:
                     time.sleep(0.5)
 
     def _watch_once(self, core: client.CoreV1Api, version: str) -> str:
+        # namespace "": every namespace's pods (a benchmark's runs spread over many)
+        list_fn: Any = core.list_namespaced_pod if self.namespace else (
+            core.list_pod_for_all_namespaces)
+        args = (self.namespace,) if self.namespace else ()
         if not version:
-            listed = core.list_namespaced_pod(self.namespace)
+            listed = list_fn(*args)
             for pod in listed.items:
                 self._record(pod, deleted=False)
             version = listed.metadata.resource_version
             self._synced.set()
         w = watch.Watch()
-        for event in w.stream(
-            core.list_namespaced_pod,
-            self.namespace,
-            resource_version=version,
-            timeout_seconds=5,
-        ):
+        for event in w.stream(list_fn, *args, resource_version=version, timeout_seconds=5):
             self._record(event["object"], deleted=event["type"] == "DELETED")
             version = event["object"].metadata.resource_version
             if self._stop.is_set():
