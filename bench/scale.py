@@ -40,6 +40,7 @@ from kubernetes import client
 from bench import footprint as fp
 from bench import scale_report
 from bench.pod_churn import cpu_seconds, tree_rss_mib
+from bench.profile import Profile, top_frames
 from bench.scale_report import OURS, ModeResult, pct
 from controller.core import names
 from e2e.harness import faults
@@ -133,7 +134,7 @@ def finished_runs(cluster: LocalCluster, count: int) -> None:
 
 
 def one_mode(cluster: LocalCluster, mode: str, runs: int, namespaces: int, operator: Operator,
-             timeout: float, settle: float) -> ModeResult:
+             timeout: float, settle: float, profile: Path | None) -> ModeResult:
     """The runs spread over `namespaces` namespaces (opted in for ours only); our operator is
     up in every mode, its CPU counted: in the others, what runs it does not serve cost it."""
     tekton_cluster.configure(cluster, {"coschedule": MODES[mode]})
@@ -166,6 +167,9 @@ def one_mode(cluster: LocalCluster, mode: str, runs: int, namespaces: int, opera
                 stop.wait(2)
 
         sampler = threading.Thread(target=sample, daemon=True)
+        spy = Profile(pid, profile / f"profile-{mode}.txt") if profile and pid else None
+        if spy:
+            spy.start()
         started = time.time()
         sampler.start()
 
@@ -194,9 +198,12 @@ def one_mode(cluster: LocalCluster, mode: str, runs: int, namespaces: int, opera
         stop.set()
         sampler.join(10)
         time.sleep(min(settle, 10))  # what the operator does once runs end (balloons go)
+        if spy:
+            spy.stop()
+            stats["profile"] = top_frames(spy.out)
         if pid:
             after = operator.metrics()
-            stats = {
+            stats |= {
                 "cpu_seconds_per_run": (cpu_seconds(pid) - cpu0) / runs,
                 "peak_rss_mib": peak[0],
                 "requests_per_run": {
@@ -264,6 +271,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--settle", type=float, default=60)
     parser.add_argument("--out", type=Path, default=Path("build"))
+    parser.add_argument("--profile", action="store_true",
+                        help="py-spy samples the operator in each mode: top frames")
     args = parser.parse_args()
     results: list[ModeResult] = []
     with LocalCluster() as cluster:
@@ -293,7 +302,8 @@ def main() -> int:
         say(f"operator at rest: {footprint}")
         for mode in args.modes:
             results.append(one_mode(cluster, mode, args.runs, args.namespaces, operator,
-                                    args.timeout, args.settle))
+                                    args.timeout, args.settle,
+                                    args.out if args.profile else None))
             say(f"{mode}: {results[-1].co_located}/{args.runs} co-located")
         operator.proc.stop()
     scale_report.report(args, results, footprint)

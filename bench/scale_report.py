@@ -72,7 +72,14 @@ def report(args: argparse.Namespace, results: list[ModeResult],
                 f"{reason} {count}" for reason, count in sorted(r.warnings.items())))
     if ours:
         for key, value in ours.operator.items():
-            print(f"  operator {key}: {value}")
+            if key != "profile":
+                print(f"  operator {key}: {value}")
+    for r in results:
+        if "profile" in r.operator:
+            samples, top = r.operator["profile"]
+            print(f"\n  {r.mode}: the operator's top frames ({samples} samples; own, inclusive)")
+            for frame, own, inclusive in top:
+                print(f"    {own:6.1%} {inclusive:6.1%}  {frame}")
     if footprint:
         print(f"  operator at rest: {footprint}")
     args.out.mkdir(parents=True, exist_ok=True)

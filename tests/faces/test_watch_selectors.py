@@ -85,3 +85,20 @@ def test_runs_held_here_still_reach_their_handlers_after_their_namespace_opts_ou
     assert run_when(namespace="off", uid="uid-2", labels={}, memo=memo)
     operator.view.facts = Facts()  # not synced: nothing is known to be not ours
     assert run_when(namespace="off", uid="uid-3", labels={}, memo=memo)
+
+
+def test_kopf_copies_nothing_of_an_event_s_object_to_diff_it() -> None:
+    """kopf builds a diff base of every event's object before filters run (a deep copy);
+    on.event handlers are given no diff, so ours is empty."""
+    settings = reconciler.kopf_settings(Settings(), "x")
+    body = kopf.Body(factories.pipelinerun())
+    assert settings.persistence.diffbase_storage.build(body=body) == {}
+
+
+def test_the_handlers_are_all_on_event_so_an_empty_diff_base_loses_nothing() -> None:
+    """A create/update/resume or daemon handler would need kopf's diff base (and would write
+    kopf's state onto Tekton's objects): adding one means revisiting EventsOnly."""
+    registry = kopf_handlers.registry
+    assert list(registry._changing.get_all_handlers()) == []
+    assert list(registry._spawning.get_all_handlers()) == []
+    assert len(list(registry._watching.get_all_handlers())) == 6
