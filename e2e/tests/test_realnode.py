@@ -8,7 +8,7 @@ that steps really run and really share a volume; the balloon a real pause contai
 
 from __future__ import annotations
 
-import os
+import contextlib
 import time
 import urllib.request
 import uuid
@@ -37,8 +37,6 @@ install, write_and_read = real_.install, real_.write_and_read
 
 @pytest.fixture(scope="module")
 def real() -> Iterator[Real]:
-    if os.environ.get("E2E_REALNODE") != "1":
-        pytest.skip("the real-node scenarios are opt-in for now: E2E_REALNODE=1")
     why = realhost.can_run_containers()
     if why:
         pytest.skip(why)
@@ -149,22 +147,6 @@ def test_a_real_run_shares_a_real_volume_beside_its_real_balloon(
     assert limits == {"cpu_quota_millicores": 10, "memory_bytes": 16 * 2**20}
 
 
-def test_policy_and_webhook_mode_both_pin_real_pods(real: Real) -> None:
-    """The same run under each admission mode the chart offers; the webhook reached through our
-    Service with the chart's TLS."""
-    for mode in ("webhook", "policy"):
-        install(real, mode)
-        ns = real.cluster.create_namespace(f"rm-{uuid.uuid4().hex[:6]}",
-                                           labels={names.NAMESPACE_LABEL: "true"})
-        with PodRecorder(real.cluster, ns) as recorder:
-            s = Runs(real.cluster, ns, recorder)
-            realnode.local_volume(real.cluster, real.nodes.nodes[0], f"pv-{uuid.uuid4().hex[:6]}")
-            run = s.start(write_and_read(tr.unique(mode), tr.volume_claim_template()))
-            assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded"), mode
-            assert len({p.node for p in recorder.pods(run["metadata"]["uid"])}) == 1
-            s.close()
-
-
 def host_volume(real: Real, name: str) -> None:
     """A volume every node can mount (a directory of this host, as a network volume would be to
     any node): nothing in it keeps a run's pods on one node."""
@@ -190,23 +172,41 @@ def test_without_coscheduling_a_run_s_pods_spread_over_the_real_nodes_and_with_i
         "accessModes": ["ReadWriteOnce"], "storageClassName": "shared-host",
         "resources": {"requests": {"storage": "1Gi"}}}}}
     spread: dict[bool, list[int]] = {}
-    for opted_in in (False, True):
-        labels = {names.NAMESPACE_LABEL: "true"} if opted_in else {}
-        ns = real.cluster.create_namespace(f"sp-{uuid.uuid4().hex[:6]}", labels=labels)
-        with PodRecorder(real.cluster, ns) as recorder:
-            s = Runs(real.cluster, ns, recorder)
-            made = []
+    with contextlib.ExitStack() as stack:  # both namespaces' runs at once
+        made: dict[bool, tuple[Runs, list[dict[str, Any]]]] = {}
+        for opted_in in (False, True):
+            labels = {names.NAMESPACE_LABEL: "true"} if opted_in else {}
+            ns = real.cluster.create_namespace(f"sp-{uuid.uuid4().hex[:6]}", labels=labels)
+            s = Runs(real.cluster, ns, stack.enter_context(PodRecorder(real.cluster, ns)))
+            stack.callback(s.close)
+            made[opted_in] = (s, [])
             for _ in range(3):
                 host_volume(real, f"hv-{uuid.uuid4().hex[:6]}")
-                made.append(s.start(write_and_read(tr.unique("spread"), template)))
-            for run in made:
+                made[opted_in][1].append(s.start(write_and_read(tr.unique("spread"), template)))
+        for opted_in, (s, runs) in made.items():
+            for run in runs:
                 assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded")
-            spread[opted_in] = [len({p.node for p in recorder.pods(r["metadata"]["uid"])})
-                                for r in made]
-            s.close()
+            spread[opted_in] = [len({p.node for p in s.recorder.pods(r["metadata"]["uid"])})
+                                for r in runs]
     print(f"nodes per run: without coscheduling {spread[False]}, with {spread[True]}")
     assert spread[True] == [1, 1, 1]
     assert max(spread[False]) == 2
+
+
+def test_policy_and_webhook_mode_both_pin_real_pods(real: Real) -> None:
+    """The same run under each admission mode the chart offers; the webhook reached through our
+    Service with the chart's TLS."""
+    for mode in ("policy", "webhook"):  # the order the other scenarios leave and want
+        install(real, mode)
+        ns = real.cluster.create_namespace(f"rm-{uuid.uuid4().hex[:6]}",
+                                           labels={names.NAMESPACE_LABEL: "true"})
+        with PodRecorder(real.cluster, ns) as recorder:
+            s = Runs(real.cluster, ns, recorder)
+            realnode.local_volume(real.cluster, real.nodes.nodes[0], f"pv-{uuid.uuid4().hex[:6]}")
+            run = s.start(write_and_read(tr.unique(mode), tr.volume_claim_template()))
+            assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded"), mode
+            assert len({p.node for p in recorder.pods(run["metadata"]["uid"])}) == 1
+            s.close()
 
 
 def test_a_rollout_restart_with_runs_in_flight_fails_no_pod_creation_and_loses_no_run(
