@@ -180,6 +180,13 @@ def report(cluster: ClusterHandle, run: dict[str, Any]) -> bool:
     return ok
 
 
+def keep(cluster: ClusterHandle) -> None:
+    """--keep: the cluster stays up for a look around until Ctrl-C."""
+    say(f"cluster kept: KUBECONFIG={cluster.kubeconfig}; Ctrl-C to stop")
+    while True:
+        time.sleep(3600)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=4)
@@ -227,9 +234,7 @@ def main() -> int:
         say(f"PipelineRun {name}: Succeeded={succeeded(run)}")
         ok = report(cluster, run) and succeeded(run) == "True"
         if args.keep:
-            say(f"cluster kept: KUBECONFIG={cluster.kubeconfig}; Ctrl-C to stop")
-            while True:
-                time.sleep(3600)
+            keep(cluster)
         return 0 if ok else 1
     except KeyboardInterrupt:
         return 130

@@ -27,7 +27,7 @@ from e2e.harness import real as real_
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import BinaryNotFound, realhost, realnode
 from e2e.harness.coscheduler import REPO
-from e2e.tools.demo import NAMESPACE, report, say, step, succeeded
+from e2e.tools.demo import NAMESPACE, keep, report, say, step, succeeded
 
 
 def replicas(made: real_.Real) -> None:
@@ -102,9 +102,7 @@ def main() -> int:
             say(f"... up in {time.monotonic() - start:.1f}s")
             ok = run_once(made)
             if args.keep:
-                say(f"cluster kept: KUBECONFIG={made.cluster.kubeconfig}; Ctrl-C to stop")
-                while True:
-                    time.sleep(3600)
+                keep(made.cluster)
             return 0 if ok else 1
     except KeyboardInterrupt:
         return 130
