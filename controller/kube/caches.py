@@ -17,7 +17,6 @@ the API server or does without.
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -56,7 +55,6 @@ class Caches:
             )
             for kind, (fn, args, indexers) in kinds.items()
         }
-        self._lock = threading.Lock()
 
     def start(self) -> None:
         for kind, watch in self.watches.items():
@@ -71,8 +69,7 @@ class Caches:
     def follow_namespaces(self, _: Facts, new: Facts) -> None:
         """Which namespaces' objects listeners hear of (a cluster-view listener)."""
         if new.synced:
-            with self._lock:
-                self._enabled = new.enabled_namespaces
+            self._enabled = new.enabled_namespaces  # one reference, swapped whole
 
     def listen(self, kind: str, listener: Callable[[Mapping[str, Any]], None]) -> None:
         """`listener(object)` for each object of the kind in an enabled namespace that a watch
@@ -130,8 +127,7 @@ class Caches:
             return None
         found = {str(c["metadata"]["name"]): c for c in store.by(OWNER, run_uid)}
         for name in named:
-            claim = store.named(namespace, name) if name not in found else None
-            if claim is not None:
+            if name not in found and (claim := store.named(namespace, name)) is not None:
                 found[name] = claim
         return list(found.values())
 

@@ -3,6 +3,7 @@ kube-scheduler and kwok (fake kubelets), all on 127.0.0.1, no containers."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import shutil
 import ssl
@@ -20,6 +21,8 @@ from .processes import ManagedProcess, free_port, http_ok, wait_until
 from .versions import find_binary
 
 SERVICE_CIDR = "10.96.0.0/16"
+# The `kubernetes` Service: the first address of the range (pods of real nodes reach it).
+KUBERNETES_SERVICE_IP = str(ipaddress.ip_network(SERVICE_CIDR)[1])
 
 
 class LocalCluster(ClusterHandle):
@@ -53,7 +56,7 @@ class LocalCluster(ClusterHandle):
         t0 = time.monotonic()
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         ips = ("127.0.0.1",) if self.address == "127.0.0.1" else (
-            "127.0.0.1", self.address, SERVICE_CIDR.replace("0.0/16", "0.1"))
+            "127.0.0.1", self.address, KUBERNETES_SERVICE_IP)
         self.pki = pki = create_pki(self.run_dir / "pki", ips)
         self.ca_path = pki.ca_cert
         etcd_url = self._start_etcd()

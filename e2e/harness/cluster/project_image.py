@@ -1,7 +1,8 @@
 """The project's image, built from its unchanged Dockerfile with buildah (no Docker engine), on
 the base image e2e/build.sh made from Debian's packages under the name the Dockerfile's FROM
 names; saved as an archive a real node's containerd imports. Cached by the content of what the
-Dockerfile copies, so a second session with the same code builds nothing.
+Dockerfile copies, so a second session with the same code builds nothing; only the last image
+built is kept.
 """
 
 from __future__ import annotations
@@ -86,4 +87,16 @@ def build(repo: Path) -> Built:
         partial = archive.with_suffix(".partial")
         _buildah("push", name, f"docker-archive:{partial}:{name}")
         partial.rename(archive)
+        prune(keep=tag)
     return Built(name, archive, archive.stat().st_size, seconds)
+
+
+def prune(keep: str) -> None:
+    """Images of earlier code go (about 550 MiB each, archive and vfs store): the cache holds
+    the last one built, not one per change."""
+    for old in (cache_dir() / "images").glob("tekton-coscheduler-e2e-*.tar"):
+        if old.name != f"tekton-coscheduler-{keep}.tar":
+            old.unlink(missing_ok=True)
+    for image in _buildah("images", "--format", "{{.Name}}:{{.Tag}}").split():
+        if image.startswith(f"{REPOSITORY}:") and image != f"{REPOSITORY}:{keep}":
+            _buildah("rmi", image)
