@@ -20,6 +20,7 @@ import structlog
 
 from controller.core import names
 from controller.faces import kopf_handlers, probes
+from controller.faces.streams import Streams, pod_label_selector
 from controller.kube.admission_policies import AdmissionPolicies
 from controller.kube.caches import Caches
 from controller.kube.client import Kube
@@ -56,9 +57,8 @@ class EventsOnly(kopf.AnnotationsDiffBaseStorage):
         return cast(kopf.BodyEssence, {})
 
 
-def kopf_settings(settings: Settings, pod_selector: str) -> kopf.OperatorSettings:
+def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
     s = kopf.OperatorSettings()
-    s.watching.label_selectors["v1", "pods"] = pod_selector
     # kopf keeps no state on Tekton's objects (only @kopf.on.event is used), but should any
     # handler ever need it, it must be under our own domain, never kopf's defaults.
     s.persistence.finalizer = f"{names.DOMAIN}/finalizer"
@@ -137,7 +137,7 @@ async def reconcile_while_leading(
     # Only a replica that knows the cluster may lead: the pod watch's selector depends on it.
     if not await first_of(synced(view), stop.wait()):
         return 0
-    pod_selector = kopf_handlers.pod_label_selector(view.facts.tekton_managed_by)
+    pod_selector = pod_label_selector(view.facts.tekton_managed_by)
     log.info("pods watched once leading", label_selector=pod_selector)
     elector = None
     if settings.leader_election:
@@ -158,6 +158,8 @@ async def reconcile_while_leading(
         operator.caches.follow_namespaces(view.facts, view.facts)
     if bindings is not None:
         bindings.active = True  # from now on every change of the view is acted on
+    streams = Streams(operator, kube, pod_selector, settings.api_timeout)
+    streams.start()
     resync = asyncio.create_task(resync_forever(operator, settings.resync_interval, bindings))
     watchdog = asyncio.create_task(watch_anchors_forever(operator, WATCH_INTERVAL))
     kopf_task = asyncio.create_task(
@@ -168,7 +170,7 @@ async def reconcile_while_leading(
             # uid 65532 has none of (every reconciler in a container ended there at once).
             # (kopf's Identity is a NewType of str it does not export.)
             identity=cast(Any, elector.me if elector is not None else identity()),
-            settings=kopf_settings(settings, pod_selector),
+            settings=kopf_settings(settings),
             memo=kopf.Memo(operator=operator),
             registry=kopf_handlers.registry,
             stop_flag=stop,
@@ -184,6 +186,7 @@ async def reconcile_while_leading(
         task.cancel()
     resync.cancel()
     watchdog.cancel()
+    streams.stop()
     [ended] = await asyncio.gather(kopf_task, return_exceptions=True)
     kube.actor = None
     if elector is not None and not lost:

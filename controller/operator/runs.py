@@ -1,7 +1,8 @@
 """The operator's work on runs: observe (kube), decide (reconcile), act (kube), tell (notify).
 
-The kopf handlers (faces/kopf_handlers.py) call these methods and nothing else. Every method is
-safe to run again with the same input: that is what makes restarts and replayed events harmless.
+The handlers (faces/streams.py, faces/kopf_handlers.py) call these methods and nothing else.
+Every method is safe to run again with the same input: that is what makes restarts and replayed
+events harmless.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 import structlog
 
-from controller.core import balloon, budget, mark, names, reconcile, tekton, waiting
+from controller.core import balloon, budget, glance, mark, names, reconcile, tekton, waiting
 from controller.core.notices import Notice
 from controller.core.reconcile import Verb
 from controller.core.times import parse_time
@@ -94,6 +95,12 @@ class Operator:
         facts = self.view.facts
         return (not facts.synced or facts.namespace_enabled(namespace)
                 or mark.of(labels, run_uid) or run_uid in self.live or self.index.knows(run_uid))
+
+    def may_concern(self, seen: glance.Glance) -> bool:
+        """`concerns`, conservatively, from a glance at an event not yet decoded."""
+        facts = self.view.facts
+        return not facts.synced or glance.may_concern(
+            seen, facts.namespace_enabled, lambda uid: uid in self.live or self.index.knows(uid))
 
     def forget_run(self, body: Mapping[str, Any]) -> None:
         """The run is deleted (its balloon goes by garbage collection)."""

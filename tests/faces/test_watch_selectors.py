@@ -3,27 +3,21 @@ handlers are given."""
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 from typing import Any
 
 import kopf
 import pytest
 
-from controller.core import names
+from controller.core import affinity, balloon, glance, names
+from controller.core.tekton import RunRef
 from controller.faces import kopf_handlers, reconciler
+from controller.faces.streams import Streams, pod_label_selector
 from controller.kube.clusterview import Facts
 from controller.settings import Settings
 from tests import factories
 from tests.operator.test_runs import make
-
-
-def resource(group: str, plural: str, kind: str) -> kopf.Resource:
-    return kopf.Resource(group=group, version="v1", plural=plural, kind=kind,
-                         singular=kind.lower(), namespaced=True, preferred=True)
-
-
-PODS = resource("", "pods", "Pod")
-PIPELINERUNS = resource("tekton.dev", "pipelineruns", "PipelineRun")
 
 
 def matches(selector: str, labels: dict[str, str]) -> bool:
@@ -32,65 +26,97 @@ def matches(selector: str, labels: dict[str, str]) -> bool:
     return labels.get(key) in values.strip("()").split(",")
 
 
-def test_only_the_pod_watch_is_filtered_server_side() -> None:
-    selector = kopf_handlers.pod_label_selector("tekton-pipelines")
-    settings = reconciler.kopf_settings(Settings(), selector)
-    assert list(settings.watching.label_selectors.collect(PODS)) == [selector]
-    assert list(settings.watching.label_selectors.collect(PIPELINERUNS)) == []
+def test_kopf_no_longer_watches_runs_or_pods() -> None:
+    """They come through our intake (faces/streams.py), which glances before decoding."""
+    watched = {h.selector.any_name  # type: ignore[union-attr]
+               for h in kopf_handlers.registry._watching.get_all_handlers()}
+    assert watched == {"nodes", names.POLICY_PLURAL}
 
 
 @pytest.mark.parametrize("managed_by", ["tekton-pipelines", "ci-platform"])
 def test_the_pod_selector_keeps_balloons_and_task_pods_and_drops_the_rest(managed_by: str) -> None:
-    selector = kopf_handlers.pod_label_selector(managed_by)
+    selector = pod_label_selector(managed_by)
     task_pod = factories.taskrun_pod()["metadata"]["labels"]
     task_pod["app.kubernetes.io/managed-by"] = managed_by
     assert matches(selector, task_pod)
-    assert matches(selector, kopf_handlers.BALLOON_LABELS)
+    assert matches(selector, {names.LABEL_MANAGED_BY: names.APP})
     assert not matches(selector, {"app": "web"})
     assert not matches(selector, {"app.kubernetes.io/managed-by": "Helm"})
 
 
-def when(handler_id: str) -> Any:
-    [handler] = [h for h in kopf_handlers.registry._watching.get_all_handlers()
-                 if h.id == handler_id]
-    return handler.when
+def streams() -> tuple[Streams, Any]:
+    operator, kube = make()
+    api = SimpleNamespace(custom=SimpleNamespace(list_cluster_custom_object=None),
+                          core=SimpleNamespace(list_pod_for_all_namespaces=None))
+    return Streams(operator, api, "x", 30.0), kube  # type: ignore[arg-type]
+
+
+def pinned(namespace: str, run_uid: str) -> dict[str, Any]:
+    pod = factories.taskrun_pod(namespace=namespace, run_uid=run_uid)
+    term = affinity.term_for(RunRef(name="build-42", uid=run_uid), "kubernetes.io/hostname")
+    pod["spec"].update(nodeName="n1", affinity={"podAffinity": {affinity.REQUIRED: [term]}})
+    return pod
+
+
+def raw(obj: dict[str, Any]) -> bytes:
+    return b'{"type":"MODIFIED","object":' + json.dumps(obj, separators=(",", ":")).encode() + b"}"
 
 
 def test_runs_and_task_pods_of_namespaces_that_did_not_opt_in_reach_no_handler() -> None:
-    """kopf has no namespace-label selector: its `when` filters drop them in its event loop,
-    before a thread is given to them."""
-    operator, _ = make()
-    memo = SimpleNamespace(operator=operator)
-    run_when, pod_when = when("pipelinerun_event"), when("task_pod_event")
-    pod = factories.taskrun_pod(namespace="not-opted", run_uid="their-uid")["metadata"]
-    assert not run_when(namespace="not-opted", uid="their-uid", labels={}, memo=memo)
-    assert not pod_when(namespace="not-opted", labels=pod["labels"], memo=memo)
-    assert run_when(namespace="team-a", uid="ours", labels={}, memo=memo)
-    assert pod_when(namespace="team-a", labels=factories.taskrun_pod()["metadata"]["labels"],
-                    memo=memo)
+    """Dropped from a glance, undecoded; and, decoded, by the exact test."""
+    streams_, kube = streams()
+    operator = streams_.operator
+    theirs = factories.pipelinerun(namespace="not-opted", uid="their-uid")
+    pod = pinned("not-opted", "their-uid")
+    assert not operator.may_concern(glance.glance(raw(theirs)))
+    assert not operator.may_concern(glance.glance(raw(pod)))
+    streams_.on_run("MODIFIED", theirs)
+    streams_.on_pod("MODIFIED", pod)
+    assert kube.statefulsets == {} and not operator.index.knows("their-uid")
+    ours = factories.pipelinerun(namespace="team-a", uid="our-uid")
+    kube.runs[ours["metadata"]["name"]] = ours
+    assert operator.may_concern(glance.glance(raw(ours)))
+    streams_.on_run("ADDED", ours)
+    assert balloon.balloon_name("our-uid") in kube.statefulsets
+    streams_.on_pod("ADDED", pinned("team-a", "our-uid"))
+    assert operator.index.knows("our-uid")
 
 
 def test_runs_held_here_still_reach_their_handlers_after_their_namespace_opts_out() -> None:
     """A marked run, a run with a balloon, or any event before the namespaces are known."""
-    operator, _ = make()
-    memo = SimpleNamespace(operator=operator)
-    run_when, pod_when = when("pipelinerun_event"), when("task_pod_event")
-    marked = {names.LABEL_ANCHORED: "uid-1"}
-    assert run_when(namespace="off", uid="uid-1", labels=marked, memo=memo)
-    assert pod_when(namespace="off", memo=memo, labels={
-        **factories.taskrun_pod(run_uid="uid-1")["metadata"]["labels"], **marked})
+    streams_, _ = streams()
+    operator = streams_.operator
+    marked = factories.pipelinerun(namespace="off", uid="uid-1")
+    marked["metadata"]["labels"] = {names.LABEL_ANCHORED: "uid-1"}
+    assert operator.may_concern(glance.glance(raw(marked), streams_.intakes[0]._markers))
+    pod = factories.taskrun_pod(namespace="off", run_uid="uid-1")
+    pod["metadata"]["labels"][names.LABEL_ANCHORED] = "uid-1"
+    assert operator.may_concern(glance.glance(raw(pod), streams_.intakes[1]._markers))
     operator.index.balloon_event({"metadata": {
         "name": "b-0", "namespace": "off", "uid": "pod-uid",
         "labels": {names.LABEL_RUN_UID: "uid-2"}}, "spec": {}}, deleted=False)
-    assert run_when(namespace="off", uid="uid-2", labels={}, memo=memo)
+    held = factories.pipelinerun(namespace="off", uid="uid-2")
+    assert operator.may_concern(glance.glance(raw(held)))
+    assert operator.concerns("off", "uid-2", {})
     operator.view.facts = Facts()  # not synced: nothing is known to be not ours
-    assert run_when(namespace="off", uid="uid-3", labels={}, memo=memo)
+    assert operator.may_concern(glance.glance(raw(factories.pipelinerun(namespace="off"))))
+
+
+def test_our_own_pods_are_always_decoded_and_handed_to_their_handler() -> None:
+    streams_, _ = streams()
+    operator = streams_.operator
+    balloon_pod = {"metadata": {"name": "b-0", "namespace": "off", "uid": "pod-uid", "labels": {
+        names.LABEL_MANAGED_BY: names.APP, names.LABEL_COMPONENT: names.COMPONENT_BALLOON,
+        names.LABEL_RUN_UID: "uid-9"}}, "spec": {"nodeName": "n1"}}
+    assert operator.may_concern(glance.glance(raw(balloon_pod), streams_.intakes[1]._markers))
+    streams_.on_pod("ADDED", balloon_pod)
+    assert operator.placement.node_of("off", "uid-9") == "n1"
 
 
 def test_kopf_copies_nothing_of_an_event_s_object_to_diff_it() -> None:
     """kopf builds a diff base of every event's object before filters run (a deep copy);
     on.event handlers are given no diff, so ours is empty."""
-    settings = reconciler.kopf_settings(Settings(), "x")
+    settings = reconciler.kopf_settings(Settings())
     body = kopf.Body(factories.pipelinerun())
     assert settings.persistence.diffbase_storage.build(body=body) == {}
 
@@ -101,4 +127,4 @@ def test_the_handlers_are_all_on_event_so_an_empty_diff_base_loses_nothing() -> 
     registry = kopf_handlers.registry
     assert list(registry._changing.get_all_handlers()) == []
     assert list(registry._spawning.get_all_handlers()) == []
-    assert len(list(registry._watching.get_all_handlers())) == 6
+    assert len(list(registry._watching.get_all_handlers())) == 2

@@ -1,0 +1,99 @@
+"""The leader's run and pod streams: our own intake, not kopf's, for the two kinds every
+PipelineRun of the cluster multiplies (kube/intake.py glances at each event before decoding it);
+kopf keeps nodes and policies. Each handler hands its object to the Operator and decides
+nothing, as the kopf handlers do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from controller.core import glance, names, tekton
+from controller.faces.serial import Serial
+from controller.kube.client import Kube
+from controller.kube.intake import Intake, Obj
+from controller.kube.reflector import start_thread
+from controller.operator.runs import Operator
+
+# Threads that run the handlers: kopf's pool here was min(32, cores + 4), six on two cores.
+WORKERS = 6
+Handler = Callable[[str, Obj], None]
+
+
+def pod_label_selector(tekton_managed_by: str) -> str:
+    """What the pod watch asks the API server for: our balloon and reservation pods and
+    Tekton's TaskRun pods. Without it, every pod event of the cluster reaches the leader (about
+    1 ms of CPU each to parse and drop, bench/pod_churn.py)."""
+    values = ",".join(sorted({names.APP, tekton_managed_by}))
+    return f"{names.LABEL_MANAGED_BY} in ({values})"
+
+
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
+class Streams:
+    def __init__(self, operator: Operator, kube: Kube, pod_selector: str, timeout: float,
+                 workers: int = WORKERS) -> None:
+        self.operator = operator
+        self.work: Serial[tuple[Handler, str, Obj]] = Serial(
+            lambda e: e[0](e[1], e[2]), workers, "handler")
+        # Always decoded: runs and pods carrying our mark (a run anchored before its namespace
+        # opted out), and our own pods.
+        marked = (glance.marker(names.LABEL_ANCHORED),)
+        self.intakes = [
+            Intake("pipelineruns", kube.custom.list_cluster_custom_object,
+                   (tekton.GROUP, tekton.VERSION, "pipelineruns"), self._to(self.on_run),
+                   operator.may_concern, markers=marked, timeout=timeout),
+            Intake("pods", kube.core.list_pod_for_all_namespaces, (), self._to(self.on_pod),
+                   operator.may_concern,
+                   markers=(*marked, glance.marker(names.LABEL_MANAGED_BY, names.APP)),
+                   timeout=timeout, label_selector=pod_selector),
+        ]
+
+    def _to(self, handler: Handler) -> Callable[[str, Obj], None]:
+        def put(kind: str, obj: Obj) -> None:
+            meta = obj.get("metadata") or {}
+            key = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+            self.work.put(key, (handler, kind, obj))
+        return put
+
+    def start(self) -> None:
+        self.work.start()
+        for intake in self.intakes:
+            start_thread(intake.run, f"intake-{intake.name}")
+
+    def stop(self) -> None:
+        for intake in self.intakes:
+            intake.stop()
+        self.work.stop()
+
+    # -- handlers ---------------------------------------------------------------------------
+
+    def on_run(self, kind: str, body: Obj) -> None:
+        meta = body.get("metadata") or {}
+        op = self.operator
+        if not op.concerns(str(meta.get("namespace") or ""), str(meta.get("uid") or ""),
+                           _labels(body)):
+            return
+        if kind == "DELETED":
+            op.forget_run(body)
+        else:
+            op.reconcile_run(body)
+
+    def on_pod(self, kind: str, pod: Obj) -> None:
+        labels, op, deleted = _labels(pod), self.operator, kind == "DELETED"
+        if labels.get(names.LABEL_MANAGED_BY) == names.APP:
+            component = labels.get(names.LABEL_COMPONENT)
+            if component == names.COMPONENT_BALLOON:
+                op.placement.on_balloon_pod(pod, deleted=deleted)
+                op.capacity.on_pod(pod)
+            elif component == names.COMPONENT_RESERVATION:
+                op.capacity.on_room_pod(pod, deleted=deleted)
+            return
+        run = tekton.task_run_pod_run(labels)
+        namespace = str((pod.get("metadata") or {}).get("namespace") or "")
+        if run is not None and op.concerns(namespace, run.uid, labels):
+            op.placement.on_task_pod(pod, deleted=deleted)
+            op.capacity.on_pod(pod)

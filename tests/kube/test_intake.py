@@ -1,0 +1,108 @@
+"""The run and pod intake: events glanced at, only the wanted decoded, the watch resumed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from controller.core import glance
+from controller.kube.intake import Intake, lines
+from tests import factories
+
+
+def event(kind: str, obj: dict[str, Any]) -> bytes:
+    return (f'{{"type":"{kind}","object":' + json.dumps(obj, separators=(",", ":")) + "}\n"
+            ).encode()
+
+
+def run(namespace: str, uid: str, version: str) -> dict[str, Any]:
+    body = factories.pipelinerun(namespace=namespace, uid=uid)
+    body["metadata"]["resourceVersion"] = version
+    return body
+
+
+class Watch:
+    """A fake watch endpoint: each call serves the next batch of raw chunks."""
+
+    def __init__(self, *batches: list[bytes]) -> None:
+        self.batches = list(batches)
+        self.asked: list[dict[str, Any]] = []
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Watch:
+        self.asked.append(kwargs)
+        self.chunks = self.batches.pop(0) if self.batches else []
+        return self
+
+    def stream(self, amt: Any = None, decode_content: bool = False) -> Any:
+        yield from self.chunks
+
+    def release_conn(self) -> None:
+        pass
+
+
+def intake(watch: Watch, enabled: set[str]) -> tuple[Intake, list[tuple[str, str]]]:
+    got: list[tuple[str, str]] = []
+    return Intake(
+        "runs", watch, (), lambda kind, obj: got.append((kind, obj["metadata"]["uid"])),
+        lambda seen: glance.may_concern(seen, enabled.__contains__, lambda _: False),
+    ), got
+
+
+def test_lines_are_split_across_chunks_whatever_their_size() -> None:
+    raw = b'{"a":1}\n{"b":2}\n\n{"c":' + b"3" * 100_000 + b"}\n"
+    for size in (1, 7, 64, len(raw)):
+        chunks = [raw[i:i + size] for i in range(0, len(raw), size)]
+        assert list(lines(iter(chunks))) == [b'{"a":1}', b'{"b":2}', b'{"c":' + b"3" * 100_000
+                                             + b"}"]
+
+
+def test_events_of_namespaces_that_did_not_opt_in_are_never_decoded() -> None:
+    """What the glance saves, counted: 1,000 events of others decode nothing."""
+    others = [event("MODIFIED", run(f"team-{i}", f"u{i}", str(10 + i))) for i in range(1000)]
+    ours = event("ADDED", run("team-a", "mine", "5000"))
+    watch = Watch([*others[:500], ours, *others[500:]])
+    taken, got = intake(watch, {"team-a"})
+    taken.watch_once()
+    assert got == [("ADDED", "mine")]
+    assert (taken.seen, taken.decoded) == (1001, 1)
+    assert taken.version == "1009"  # the last event's, though it was not decoded
+
+
+def test_the_watch_resumes_from_the_last_version_and_starts_over_after_an_error() -> None:
+    gone = b'{"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired"}}\n'
+    watch = Watch([event("ADDED", run("team-a", "a", "7"))], [gone],
+                  [event("MODIFIED", run("team-a", "a", "9"))])
+    taken, got = intake(watch, {"team-a"})
+    for _ in range(3):
+        taken.watch_once()
+    # first from the start (every object sent as ADDED), then from 7, then again from the start
+    assert [asked.get("resource_version") for asked in watch.asked] == [None, "7", None]
+    assert got == [("ADDED", "a"), ("MODIFIED", "a")]
+
+
+def test_a_bookmark_moves_the_version_and_tells_no_one() -> None:
+    watch = Watch([b'{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"77"}}}\n'])
+    taken, got = intake(watch, set())
+    taken.watch_once()
+    assert (got, taken.version) == ([], "77")
+
+
+def test_a_version_too_old_is_forgotten_and_the_watch_tried_again() -> None:
+    calls: list[dict[str, Any]] = []
+    taken: Intake
+
+    def list_fn(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs)
+        if len(calls) == 1:
+            raise ApiException(status=410, reason="Gone")
+        taken.stop()
+        return Watch([])()
+
+    taken, _ = intake(Watch(), set())
+    taken._list_fn = list_fn
+    taken.version = "3"
+    taken._stopped.wait = lambda _: False  # type: ignore[method-assign]
+    taken.run()
+    assert [c.get("resource_version") for c in calls] == ["3", None]
