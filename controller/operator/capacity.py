@@ -14,11 +14,11 @@ from typing import Any
 import structlog
 
 from controller.core import balloon, names, peak, podrequests, quantity, reservation, tekton
-from controller.core.times import parse_time
 from controller.kube.caches import Caches
 from controller.kube.client import ApiError, Kube, api_message
 from controller.kube.clusterview import Facts
 from controller.metrics import Metrics
+from controller.operator import sources
 from controller.operator.headroom import Headroom
 from controller.operator.notify import Notifier, pipelinerun_ref
 from controller.operator.podindex import PodIndex
@@ -29,11 +29,6 @@ log = structlog.get_logger(__name__)
 # Seconds after acting on a run's reservation before acting again: the watch shows the change
 # first (a second scout made before the first is seen would compete with it).
 SETTLE = 2.0
-
-
-def _age(obj: Mapping[str, Any], now: datetime) -> float:
-    made = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
-    return (now - made).total_seconds() if made else 0.0
 
 
 class Capacity:
@@ -62,7 +57,7 @@ class Capacity:
         self.live = live
         self.facts = facts
         self.reconcile = reconcile
-        self.resolving = Resolving(caches, live, reconcile, self._named_pipeline)
+        self.resolving = Resolving(caches, live, reconcile)
         self._acted: dict[str, float] = {}  # run uid -> when its reservation last changed
         self._estimates: dict[str, peak.Estimate] = {}
         self._lock = threading.RLock()
@@ -75,14 +70,15 @@ class Capacity:
 
     # -- the estimate -----------------------------------------------------------------------
 
-    def estimate(self, run: tekton.PipelineRun, facts: Facts) -> peak.Estimate | None:
+    def estimate(self, run: tekton.PipelineRun, facts: Facts, src: sources.Sources
+                 ) -> peak.Estimate | None:
         """The run's peak, once its pipeline is known (inline, resolved by Tekton into its
         status, or a Pipeline of its namespace by name); kept for the run's life."""
         with self._lock:
             known = self._estimates.get(run.uid)
         if known is not None:
             return self._learn(run.uid, known)
-        spec = run.substituted_pipeline_spec or self._named_pipeline(run)
+        spec = run.substituted_pipeline_spec or src.pipeline
         if not spec or self.caches is None:
             return None
         ns = run.namespace
@@ -98,15 +94,14 @@ class Capacity:
         capacity = facts.policy_for(ns).policy.capacity
         try:
             found = peak.estimate(
-                spec, self.resolving.reader(run, read_task), run.task_run_specs, namespace,
+                spec, self.resolving.reader(src, read_task), run.task_run_specs, namespace,
                 quantity.amounts(capacity.unknown_task),
             )
         except ValueError as exc:
             self.notifier.tell(pipelinerun_ref(run.name, ns, run.uid),
                                reservation.not_estimated(str(exc)), run.uid)
             return None
-        if self.caches.is_synced("tasks") and self.resolving.settled(run):
-            # complete: keep it
+        if src.tasks_synced and self.resolving.settled(run, src):  # complete: keep it
             with self._lock:
                 self._estimates[run.uid] = found
         return self._learn(run.uid, found)
@@ -127,35 +122,26 @@ class Capacity:
                     self._estimates[run_uid] = better
         return better
 
-    def _named_pipeline(self, run: tekton.PipelineRun) -> Mapping[str, Any] | None:
-        ref = run.spec.get("pipelineRef")
-        if not isinstance(ref, Mapping) or ref.get("resolver") or not ref.get("name"):
-            return None
-        found = self.caches.get("pipelines", run.namespace, str(ref["name"])) if (
-            self.caches) else None
-        spec = (found or {}).get("spec")
-        return spec if isinstance(spec, Mapping) else None
-
     def _on(self, run: tekton.PipelineRun, facts: Facts) -> bool:
         if not facts.policy_for(run.namespace).policy.capacity.anchor:
             return False
         failed = self._failed_at.get(run.namespace)
         return not (failed and (datetime.now(UTC) - failed).total_seconds() < 300)
 
-    def waits_for_resolution(self, run: tekton.PipelineRun, facts: Facts) -> str | None:
+    def waits_for_resolution(self, run: tekton.PipelineRun, facts: Facts,
+                             src: sources.Sources) -> str | None:
         """What Tekton still resolves of the run, for which its anchor waits (resolving.py)."""
-        return self.resolving.pending(run) if self._on(run, facts) else None
+        return self.resolving.pending(run, src) if self._on(run, facts) else None
 
-    def wants_room(self, run: tekton.PipelineRun, facts: Facts) -> bool:
+    def wants_room(self, run: tekton.PipelineRun, facts: Facts, src: sources.Sources) -> bool:
         """The balloon should follow a reservation pod: on, and the peak asks for more than
         pod slots."""
         if not self._on(run, facts):
             return False
-        found = self.estimate(run, facts)
+        found = self.estimate(run, facts, src)
         if found is None or not reservation.worth(found.peak):
             return False
-        rooms = self._rooms(run.uid, datetime.now(UTC))
-        own = reservation.room_of(rooms[0], 0).size if rooms else {}
+        own = reservation.room_of(src.rooms[0], 0).size if src.rooms else {}
         return reservation.worth(self.headroom.asks(run, facts, found, own, None)[0])
 
     def forget(self, run_uid: str) -> None:
@@ -166,12 +152,6 @@ class Capacity:
             self._acted.pop(run_uid, None)
 
     # -- the reservation ----------------------------------------------------------------------
-
-    def room_node(self, run_uid: str) -> str | None:
-        """Where the run's newest reservation pod is bound, if it is."""
-        rooms = self._rooms(run_uid, datetime.now(UTC))
-        node = (rooms[0].get("spec") or {}).get("nodeName") if rooms else None
-        return str(node) if node else None
 
     def on_room_pod(self, pod: Mapping[str, Any], deleted: bool) -> None:
         uid = self.index.room_event(pod, deleted)
@@ -190,7 +170,8 @@ class Capacity:
         run = tekton.task_run_pod_run(labels)
         self.tend(run.uid if run is not None else str(labels.get(names.LABEL_RUN_UID) or ""))
 
-    def tend(self, run_uid: str, plan: Mapping[str, Any] | None = None) -> None:
+    def tend(self, run_uid: str, plan: Mapping[str, Any] | None = None,
+             src: sources.Sources | None = None) -> None:
         """Puts the run's reservation pod where core/reservation.py says. `plan`: the balloon
         as planned, before it exists. One run is tended by one thread at a time, and not again
         within a moment of acting, before the watch has shown what the action did."""
@@ -200,19 +181,18 @@ class Capacity:
         with self._lock:
             if time.monotonic() - self._acted.get(run_uid, -SETTLE) < SETTLE:
                 return
-            self._tend(tekton.PipelineRun.from_body(body), plan)
+            self._tend(tekton.PipelineRun.from_body(body), plan, src)
 
-    def _rooms(self, run_uid: str, now: datetime) -> list[Mapping[str, Any]]:
-        return sorted(self.index.rooms(run_uid), key=lambda p: _age(p, now))
-
-    def _tend(self, run: tekton.PipelineRun, plan: Mapping[str, Any] | None) -> None:
+    def _tend(self, run: tekton.PipelineRun, plan: Mapping[str, Any] | None,
+              src: sources.Sources | None) -> None:
         facts = self.facts()
         base = self.balloon_of(run.namespace, balloon.balloon_name(run.uid)) or plan
-        found = self.estimate(run, facts)
+        src = src or sources.read(self.caches, self.index, run)
+        found = self.estimate(run, facts, src)
         if base is None or found is None:
             return
         now = datetime.now(UTC)
-        rooms = self._rooms(run.uid, now)
+        rooms = src.rooms
         for extra in rooms[1:]:  # a replaced scout still ending: only the newest counts
             self._delete(extra, "an older reservation")
         _, _, pending = self.index.progress(run.uid)
@@ -236,7 +216,7 @@ class Capacity:
             balloon_node=(pod.node or None) if pod else None,
             balloon_waiting=(now - waiting.since).total_seconds() if waiting else 0.0,
             pods_pending=pending,
-            room=reservation.room_of(rooms[0], _age(rooms[0], now)) if rooms else None,
+            room=reservation.room_of(rooms[0], sources.age(rooms[0], now)) if rooms else None,
             wait_seconds=capacity.wait_seconds,
             say_after=self.settings.balloon_stuck_after,
         )

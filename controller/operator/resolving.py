@@ -17,8 +17,9 @@ from controller.core import resolution, tekton
 from controller.core.peak import Reader
 from controller.core.times import parse_time
 from controller.kube.caches import Caches
+from controller.operator.sources import RESOLUTION_REQUESTS as KIND
+from controller.operator.sources import Sources
 
-KIND = "resolutionrequests"
 # Seconds from a run's creation after which its anchor no longer waits for resolution (and the
 # tasks still unresolved count as the policy's unknownTask). Tekton fails a request after a
 # minute (config-defaults default-maximum-resolution-timeout), and makes no TaskRun before
@@ -32,55 +33,43 @@ class Resolving:
         caches: Caches | None,
         live: Callable[[str], Mapping[str, Any] | None],
         reconcile: Callable[[Mapping[str, Any]], object],
-        named_pipeline: Callable[[tekton.PipelineRun], Mapping[str, Any] | None],
     ) -> None:
-        self.caches = caches
         self.live = live
         self.reconcile = reconcile
-        self.named_pipeline = named_pipeline
         self._held: set[str] = set()  # uids of runs whose anchor waits
         self._lock = threading.Lock()
         if caches is not None:
             caches.listen(KIND, self.on_request)
 
-    def requests(self, run: tekton.PipelineRun) -> list[resolution.Request] | None:
-        """The run's ResolutionRequests; None while the namespace's cache is not synced."""
-        listed = self.caches.owned_by(KIND, run.uid) if self.caches is not None else None
-        return None if listed is None else resolution.owned_by(listed, run.uid)
-
-    def reader(self, run: tekton.PipelineRun, local: Reader) -> Reader:
+    @staticmethod
+    def reader(src: Sources, local: Reader) -> Reader:
         """Reads a remote `taskRef` from what Tekton resolved for the run, others by `local`."""
-        requests: list[resolution.Request] | None = None
 
         def read(ref: Mapping[str, Any]) -> Mapping[str, Any] | None:
-            nonlocal requests
             if not resolution.remote(ref):
                 return local(ref)
-            if requests is None:
-                requests = self.requests(run) or []
-            return resolution.resolved_spec(ref, requests)
+            return resolution.resolved_spec(ref, list(src.requests or ()))
 
         return read
 
-    def _look(self, run: tekton.PipelineRun) -> tuple[bool, str | None]:
+    @staticmethod
+    def _look(run: tekton.PipelineRun, src: Sources) -> tuple[bool, str | None]:
         """Whether what the run needs resolved is known (it has no remote parts, or the cache
         is synced), and what of it Tekton still resolves."""
-        named = None if run.pipeline_spec else self.named_pipeline(run)
-        if not resolution.has_remote(run, named):
+        if not resolution.has_remote(run, src.pipeline):
             return True, None
-        requests = self.requests(run)
-        if requests is None:
+        if src.requests is None:
             return False, None
-        return True, resolution.pending(run, requests, named)
+        return True, resolution.pending(run, list(src.requests), src.pipeline)
 
-    def settled(self, run: tekton.PipelineRun) -> bool:
+    def settled(self, run: tekton.PipelineRun, src: Sources) -> bool:
         """Nothing of the run is left to resolve (or nothing ever was)."""
-        known, why = self._look(run)
+        known, why = self._look(run, src)
         return known and why is None
 
-    def pending(self, run: tekton.PipelineRun) -> str | None:
+    def pending(self, run: tekton.PipelineRun, src: Sources) -> str | None:
         """What Tekton still resolves for the run, while its anchor may wait for it."""
-        why = self._look(run)[1]
+        why = self._look(run, src)[1]
         made = parse_time(run.created)
         young = made is None or (datetime.now(UTC) - made).total_seconds() < HOLD
         with self._lock:

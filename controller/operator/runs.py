@@ -8,7 +8,8 @@ events harmless.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,6 +29,7 @@ from controller.operator.assistant import Assistant
 from controller.operator.capacity import Capacity
 from controller.operator.marking import Marks
 from controller.operator.notify import Notifier, pipelinerun_ref
+from controller.operator.observe import Observer
 from controller.operator.placement import Placement
 from controller.operator.podindex import PodIndex
 from controller.operator.waiting import WaitingPods
@@ -65,6 +67,7 @@ class Operator:
             self.live.get, lambda: self.view.facts, self.reconcile_run, self._live_runs,
             self.anchors.nodes,
         )
+        self.observer = Observer(kube, caches, self.index, self.capacity)
         self.marks = Marks(
             kube, f"{settings.namespace_label}={settings.namespace_label_value}", self._live_runs
         )
@@ -145,20 +148,20 @@ class Operator:
                 namespace=run.namespace,
             )
             return reconcile.Decision(Verb.NONE, "name taken")
-        observed = self._observe(run, facts, existing, serves)
+        observed, src = self.observer.observe(run, facts, existing, serves)
         decision = reconcile.decide(observed)
-        if decision.verb is Verb.UPDATE:
+        if decision.verb is Verb.UPDATE and observed.balloon_pod_node is None:
+            # Before a template is replaced: the pod watch may not have shown the balloon's pod
+            # yet (just after a restart); where it is bound is asked once per run.
             node = self.placement.node_of(run.namespace, run.uid)
             if node is not None:
-                decision = reconcile.decide(
-                    reconcile.Observed(**{**observed.__dict__, "balloon_pod_node": node})
-                )
+                decision = reconcile.decide(replace(observed, balloon_pod_node=node))
         if decision.verb in (Verb.CREATE, Verb.UPDATE) and not self._still_live(run):
             return reconcile.Decision(Verb.NONE, "run no longer live")
         self._act(run, decision, existing)
         if decision.verb in (Verb.CREATE, Verb.UPDATE, Verb.KEEP) or decision.manifest:
             self.marks.ensure(run, facts.topology_key(run.namespace))
-            self.capacity.tend(run.uid, decision.manifest)
+            self.capacity.tend(run.uid, decision.manifest, src)
         elif self.index.rooms(run.uid):
             self.capacity.release(run.uid, decision.why)
         return decision
@@ -178,37 +181,6 @@ class Operator:
             return False
         now = tekton.PipelineRun.from_body(fresh)
         return now.uid == run.uid and not (now.finished or now.pending or now.opted_out)
-
-    def _observe(
-        self, run: tekton.PipelineRun, facts: Facts, existing: Mapping[str, Any] | None,
-        serves: bool,
-    ) -> reconcile.Observed:
-        live = not (run.finished or run.pending or run.opted_out)
-        needs_claims = live and serves and not facts.assistant_blocks
-        named = {c.name for c in run.claims()} if needs_claims else set()
-        pvcs = self._claims(run, named) if needs_claims else []
-        claim_names = named | {str((p.get("metadata") or {}).get("name")) for p in pvcs}
-        return reconcile.Observed(
-            run=run,
-            namespace_enabled=serves,
-            assistant_blocks=facts.assistant_blocks,
-            policy=facts.policy_for(run.namespace).policy,
-            tekton_default_template=facts.tekton_default_template,
-            pvcs=pvcs,
-            balloon=existing,
-            others=self.index.mounted_claims(run.namespace, run.uid, claim_names),
-            room=needs_claims and self.capacity.wants_room(run, facts),
-            room_node=self.capacity.room_node(run.uid),
-            resolving=(self.capacity.waits_for_resolution(run, facts)
-                       if needs_claims and existing is None else None),
-        )
-
-    def _claims(self, run: tekton.PipelineRun, named: set[str]) -> Sequence[Mapping[str, Any]]:
-        """The claims the run owns or names (the cache's indexes), or, before the cache is
-        synced, the namespace's."""
-        cached = self.caches.claims_of(run.namespace, run.uid, named
-                                       ) if self.caches is not None else None
-        return cached if cached is not None else self.kube.list_pvcs(run.namespace)
 
     def _act(
         self,

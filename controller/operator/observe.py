@@ -1,0 +1,68 @@
+"""One observation per run event: everything a run's decision reads, read once from the
+leader's caches and the pod index before anything is decided (core/reconcile.decide is then a
+pure function of it).
+
+The claims come from the claims cache's owner index and by name, the claims other balloons
+mount from the pod index's claim index, the run's Pipeline, ResolutionRequests and reservation
+pods as its Sources (operator/sources.py); capacity and resolution contribute what they make of
+those Sources (whether a reservation should go first, what Tekton still resolves) instead of
+reading the caches again on their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from controller.core import reconcile, tekton
+from controller.kube.caches import Caches
+from controller.kube.client import Kube
+from controller.kube.clusterview import Facts
+from controller.operator import sources
+from controller.operator.capacity import Capacity
+from controller.operator.podindex import PodIndex
+
+
+class Observer:
+    def __init__(self, kube: Kube, caches: Caches | None, index: PodIndex,
+                 capacity: Capacity) -> None:
+        self.kube = kube
+        self.caches = caches
+        self.index = index
+        self.capacity = capacity
+
+    def observe(
+        self, run: tekton.PipelineRun, facts: Facts, existing: Mapping[str, Any] | None,
+        serves: bool,
+    ) -> tuple[reconcile.Observed, sources.Sources]:
+        """The observation, and the run's Sources it was made from (for the act that follows:
+        its reservation is tended from the same reading)."""
+        live = not (run.finished or run.pending or run.opted_out)
+        needs_claims = live and serves and not facts.assistant_blocks
+        named = {c.name for c in run.claims()} if needs_claims else set()
+        pvcs = self._claims(run, named) if needs_claims else []
+        claim_names = named | {str((p.get("metadata") or {}).get("name")) for p in pvcs}
+        src = sources.read(self.caches, self.index, run)
+        pod = self.index.balloon(run.uid) if existing is not None else None
+        return reconcile.Observed(
+            run=run,
+            namespace_enabled=serves,
+            assistant_blocks=facts.assistant_blocks,
+            policy=facts.policy_for(run.namespace).policy,
+            tekton_default_template=facts.tekton_default_template,
+            pvcs=pvcs,
+            balloon=existing,
+            balloon_pod_node=(pod.node or None) if pod else None,
+            others=self.index.mounted_claims(run.namespace, run.uid, claim_names),
+            room=needs_claims and self.capacity.wants_room(run, facts, src),
+            room_node=src.room_node,
+            resolving=(self.capacity.waits_for_resolution(run, facts, src)
+                       if needs_claims and existing is None else None),
+        ), src
+
+    def _claims(self, run: tekton.PipelineRun, named: set[str]) -> Sequence[Mapping[str, Any]]:
+        """The claims the run owns or names (the cache's indexes), or, before the cache is
+        synced, the namespace's."""
+        cached = self.caches.claims_of(run.namespace, run.uid, named
+                                       ) if self.caches is not None else None
+        return cached if cached is not None else self.kube.list_pvcs(run.namespace)

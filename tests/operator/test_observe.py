@@ -1,0 +1,46 @@
+"""One observation per event: a run's event reads what it needs of the caches once, however
+many parts of the decision (capacity, resolution, the balloon's plan) use it."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from tests import factories
+from tests.operator.test_capacity import pipeline
+from tests.operator.test_runs import MemoryCaches, make
+
+
+class CountingCaches:
+    """The caches, each read counted by method and kind."""
+
+    def __init__(self, caches: MemoryCaches) -> None:
+        self.caches = caches
+        self.reads: Counter[tuple[str, str]] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self.caches, name)
+        if not callable(found):
+            return found
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            kind = args[0] if args and name in ("get", "owned_by", "in_namespace") else ""
+            self.reads[name, kind] += 1
+            return found(*args, **kwargs)
+        return counted
+
+
+def test_a_run_s_event_reads_its_pipeline_and_its_resolution_requests_once() -> None:
+    operator, kube = make(caches=True)
+    counting = CountingCaches(operator.caches)
+    for part in (operator, operator.capacity, operator.capacity.headroom, operator.observer):
+        part.caches = counting
+    kube.objects["pipelines"] = {"fan-out-in": pipeline("2")}
+    kube.objects["tasks"] = {"fetch": {"spec": {"steps": [
+        {"name": "s", "image": "x", "computeResources": {"requests": {"cpu": "1"}}}]}}}
+    body = factories.pipelinerun()
+    kube.runs[body["metadata"]["name"]] = body
+    operator.reconcile_run(body)
+    assert kube.pods, "capacity-aware: a reservation goes first"
+    assert counting.reads["get", "pipelines"] == 1
+    assert counting.reads["owned_by", "resolutionrequests"] == 1
