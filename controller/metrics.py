@@ -37,6 +37,13 @@ class Metrics:
             ["action"],
             registry=r,
         )
+        self.watch_events = Counter(
+            f"{PREFIX}_watch_events",
+            "PipelineRun and pod watch events the leader read, by watch and whether they were "
+            "decoded (the others, of namespaces not opted in, were dropped from a glance)",
+            ["watch", "decoded"],
+            registry=r,
+        )
         self.admissions = Counter(
             f"{PREFIX}_admissions", "Admission requests by outcome", ["outcome"], registry=r
         )

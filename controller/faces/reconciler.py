@@ -158,7 +158,7 @@ async def reconcile_while_leading(
         operator.caches.follow_namespaces(view.facts, view.facts)
     if bindings is not None:
         bindings.active = True  # from now on every change of the view is acted on
-    streams = Streams(operator, kube, pod_selector, settings.api_timeout)
+    streams = Streams(operator, kube, pod_selector, settings.api_timeout, operator.metrics)
     streams.start()
     resync = asyncio.create_task(resync_forever(operator, settings.resync_interval, bindings))
     watchdog = asyncio.create_task(watch_anchors_forever(operator, WATCH_INTERVAL))

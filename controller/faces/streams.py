@@ -14,6 +14,7 @@ from controller.faces.serial import Serial
 from controller.kube.client import Kube
 from controller.kube.intake import Intake, Obj
 from controller.kube.reflector import start_thread
+from controller.metrics import Metrics
 from controller.operator.runs import Operator
 
 # Threads that run the handlers: kopf's pool here was min(32, cores + 4), six on two cores.
@@ -35,7 +36,7 @@ def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 class Streams:
     def __init__(self, operator: Operator, kube: Kube, pod_selector: str, timeout: float,
-                 workers: int = WORKERS) -> None:
+                 metrics: Metrics | None = None, workers: int = WORKERS) -> None:
         self.operator = operator
         self.work: Serial[tuple[Handler, str, Obj]] = Serial(
             lambda e: e[0](e[1], e[2]), workers, "handler")
@@ -45,11 +46,11 @@ class Streams:
         self.intakes = [
             Intake("pipelineruns", kube.custom.list_cluster_custom_object,
                    (tekton.GROUP, tekton.VERSION, "pipelineruns"), self._to(self.on_run),
-                   operator.may_concern, markers=marked, timeout=timeout),
+                   operator.may_concern, markers=marked, metrics=metrics, timeout=timeout),
             Intake("pods", kube.core.list_pod_for_all_namespaces, (), self._to(self.on_pod),
                    operator.may_concern,
                    markers=(*marked, glance.marker(names.LABEL_MANAGED_BY, names.APP)),
-                   timeout=timeout, label_selector=pod_selector),
+                   metrics=metrics, timeout=timeout, label_selector=pod_selector),
         ]
 
     def _to(self, handler: Handler) -> Callable[[str, Obj], None]:

@@ -58,6 +58,14 @@ class Kube:
         data: Obj = json.loads(resp.data)
         return data
 
+    def send(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """A write whose answer is not used: the answer is read as bytes and dropped, never
+        built into the client's models (a pod's or a StatefulSet's model takes milliseconds
+        of CPU to build, for every write)."""
+        resp = fn(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
+        resp.read()  # to its end, so that the connection goes back to the pool
+        resp.release_conn()
+
     def items(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Obj]:
         items: list[Obj] = self.json(fn, *args, **kwargs).get("items") or []
         return items
@@ -94,9 +102,7 @@ class Kube:
         """New pod template, then the unbound pod is deleted so the controller re-creates it."""
         meta = manifest["metadata"]
         patch = {"spec": {"template": manifest["spec"]["template"]}}
-        self.apps.patch_namespaced_stateful_set(
-            meta["name"], meta["namespace"], patch, _request_timeout=self.timeout
-        )
+        self.send(self.apps.patch_namespaced_stateful_set, meta["name"], meta["namespace"], patch)
         pod_name = f"{meta['name']}-0"
         pod = self.get_or_none(self.core.read_namespaced_pod, pod_name, meta["namespace"])
         if pod is not None and not (pod.get("spec") or {}).get("nodeName"):
@@ -105,7 +111,7 @@ class Kube:
     def _create_new(self, fn: Callable[..., Any], manifest: Mapping[str, Any]) -> bool:
         """Creates it; False if one of that name exists."""
         try:
-            fn(manifest["metadata"]["namespace"], dict(manifest), _request_timeout=self.timeout)
+            self.send(fn, manifest["metadata"]["namespace"], dict(manifest))
         except ApiException as exc:
             if exc.status != 409:
                 raise
@@ -120,14 +126,14 @@ class Kube:
         """Deletes that pod (the uid precondition spares a successor of the same name); grace
         0 removes it at once, as for a pod on a node that will not confirm its end."""
         try:
-            self.core.delete_namespaced_pod(
+            self.send(
+                self.core.delete_namespaced_pod,
                 name,
                 namespace,
                 body=kubernetes.client.V1DeleteOptions(
                     preconditions=kubernetes.client.V1Preconditions(uid=uid),
                     grace_period_seconds=grace,
                 ),
-                _request_timeout=self.timeout,
             )
         except ApiException as exc:
             if exc.status not in (404, 409):
@@ -140,9 +146,7 @@ class Kube:
             preconditions=kubernetes.client.V1Preconditions(uid=uid) if uid else None,
         )
         try:
-            self.apps.delete_namespaced_stateful_set(
-                name, namespace, body=options, _request_timeout=self.timeout
-            )
+            self.send(self.apps.delete_namespaced_stateful_set, name, namespace, body=options)
             return True
         except ApiException as exc:
             if exc.status in (404, 409):
@@ -161,12 +165,8 @@ class Kube:
     def annotate_statefulset(
         self, namespace: str, name: str, annotations: Mapping[str, str]
     ) -> None:
-        self.apps.patch_namespaced_stateful_set(
-            name,
-            namespace,
-            {"metadata": {"annotations": dict(annotations)}},
-            _request_timeout=self.timeout,
-        )
+        self.send(self.apps.patch_namespaced_stateful_set, name, namespace,
+                  {"metadata": {"annotations": dict(annotations)}})
 
     # -- Tekton and storage --------------------------------------------------------------
 
@@ -218,10 +218,8 @@ class Kube:
         """A merge patch of a PipelineRun or TaskRun (the mark of an anchored run, core/mark.py);
         one that is gone meanwhile is left."""
         try:
-            self.custom.patch_namespaced_custom_object(
-                tekton.GROUP, tekton.VERSION, namespace, plural, name, dict(patch),
-                _request_timeout=self.timeout,
-            )
+            self.send(self.custom.patch_namespaced_custom_object,
+                      tekton.GROUP, tekton.VERSION, namespace, plural, name, dict(patch))
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -255,14 +253,14 @@ class Kube:
 
     def patch_policy_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         try:
-            self.custom.patch_namespaced_custom_object_status(
+            self.send(
+                self.custom.patch_namespaced_custom_object_status,
                 names.POLICY_GROUP,
                 names.POLICY_VERSION,
                 namespace,
                 names.POLICY_PLURAL,
                 name,
                 {"status": dict(status)},
-                _request_timeout=self.timeout,
             )
         except ApiException as exc:
             if exc.status != 404:
@@ -288,7 +286,7 @@ class Kube:
     def _unless_conflict(self, fn: Callable[..., Any], *args: Any) -> bool:
         """True if the write went through; False on 409 (someone else wrote first)."""
         try:
-            fn(*args, _request_timeout=self.timeout)  # plain dicts are sent as they are
+            self.send(fn, *args)  # plain dicts are sent as they are
             return True
         except ApiException as exc:
             if exc.status == 409:
@@ -337,4 +335,4 @@ class Kube:
             "lastTimestamp": now,
             "count": 1,
         }
-        self.core.create_namespaced_event(namespace, event, _request_timeout=self.timeout)  # type: ignore[arg-type]
+        self.send(self.core.create_namespaced_event, namespace, event)

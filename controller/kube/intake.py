@@ -23,6 +23,7 @@ import structlog
 from kubernetes.client.exceptions import ApiException
 
 from controller.core.glance import Glance, glance
+from controller.metrics import Metrics
 
 log = structlog.get_logger(__name__)
 
@@ -60,6 +61,7 @@ class Intake:
         wanted: Callable[[Glance], bool],
         *,
         markers: tuple[bytes, ...] = (),
+        metrics: Metrics | None = None,
         timeout: float = 30.0,
         watch_seconds: int = 240,
         **kwargs: Any,
@@ -77,6 +79,9 @@ class Intake:
         self.version = ""  # where the next watch resumes; "" to be sent everything again
         self.seen = 0  # events read, and of them decoded: what the glance saved
         self.decoded = 0
+        counter = (metrics or Metrics()).watch_events
+        self._counted = {True: counter.labels(watch=name, decoded="true"),
+                         False: counter.labels(watch=name, decoded="false")}
 
     def stop(self) -> None:
         self._stopped.set()
@@ -121,7 +126,9 @@ class Intake:
         """Hands the event on if wanted; False when the watch must start again."""
         self.seen += 1
         seen = glance(line, self._markers)
-        if not self._wanted(seen):
+        wanted = self._wanted(seen)
+        self._counted[wanted].inc()
+        if not wanted:
             self.version = seen.version or self.version
             return True
         self.decoded += 1

@@ -9,6 +9,7 @@ from kubernetes.client.exceptions import ApiException
 
 from controller.core import glance
 from controller.kube.intake import Intake, lines
+from controller.metrics import Metrics
 from tests import factories
 
 
@@ -42,11 +43,13 @@ class Watch:
         pass
 
 
-def intake(watch: Watch, enabled: set[str]) -> tuple[Intake, list[tuple[str, str]]]:
+def intake(watch: Watch, enabled: set[str], metrics: Metrics | None = None
+           ) -> tuple[Intake, list[tuple[str, str]]]:
     got: list[tuple[str, str]] = []
     return Intake(
         "runs", watch, (), lambda kind, obj: got.append((kind, obj["metadata"]["uid"])),
         lambda seen: glance.may_concern(seen, enabled.__contains__, lambda _: False),
+        metrics=metrics,
     ), got
 
 
@@ -63,10 +66,15 @@ def test_events_of_namespaces_that_did_not_opt_in_are_never_decoded() -> None:
     others = [event("MODIFIED", run(f"team-{i}", f"u{i}", str(10 + i))) for i in range(1000)]
     ours = event("ADDED", run("team-a", "mine", "5000"))
     watch = Watch([*others[:500], ours, *others[500:]])
-    taken, got = intake(watch, {"team-a"})
+    metrics = Metrics()
+    taken, got = intake(watch, {"team-a"}, metrics)
     taken.watch_once()
     assert got == [("ADDED", "mine")]
     assert (taken.seen, taken.decoded) == (1001, 1)
+    said = {decoded: metrics.registry.get_sample_value(
+        "tekton_coscheduler_watch_events_total", {"watch": "runs", "decoded": decoded})
+        for decoded in ("true", "false")}
+    assert said == {"true": 1, "false": 1000}  # what /metrics tells an administrator
     assert taken.version == "1009"  # the last event's, though it was not decoded
 
 
