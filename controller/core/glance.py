@@ -2,29 +2,46 @@
 
 Most PipelineRun and TaskRun-pod events of a cluster are of namespaces that did not opt in, and
 decoding their JSON was most of what they cost the leader (docs/figures.md). A glance reads the
-few fields that tell whether an event may concern us with three regular expressions over the
-bytes, and the rest is dropped undecoded.
+few fields that tell whether an event may concern us by searching its bytes (about a quarter
+of what decoding a pod's event costs), and the rest is dropped undecoded.
 
 A glance may say "maybe" of an event that is not ours (it is decoded, and the exact test drops
 it); it must never say "no" of one that is. So it collects every `"namespace":"…"` and every uid
 the line holds, not only the object's own: a run's ownerReferences, or a label that happens to
 be called `namespace`, only add candidates. A quote inside a JSON string is escaped (`\\"`), so
-annotation values (JSON in a string, as kubectl's last-applied) cannot pose as fields.
+annotation values (JSON in a string, as kubectl's last-applied) cannot pose as fields; names
+and uids hold no quote, so the value ends at the next one.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-_NAMESPACE = re.compile(rb'"namespace":"([^"\\]*)"')
-_UID = re.compile(rb'"(?:uid|tekton\.dev/pipelineRunUID)":"([^"\\]*)"')
+_NAMESPACE = b'"namespace":"'
+_UIDS = (b'"uid":"', b'"tekton.dev/pipelineRunUID":"')
 # The object's own resourceVersion is its metadata's, which precedes spec and status; the API
 # server writes built-in kinds in field order (uid, then resourceVersion, before labels) and
 # custom resources with sorted keys (ownerReferences and managedFields hold none).
-_VERSION = re.compile(rb'"resourceVersion":"([0-9]+)"')
+_VERSION = b'"resourceVersion":"'
 _CHANGES = (b'{"type":"ADDED"', b'{"type":"MODIFIED"', b'{"type":"DELETED"')
+
+
+def _values(line: bytes, key: bytes, first: bool = False) -> list[str]:
+    """The string values of every `"key":"value"` in the line (bytes.find, not a regular
+    expression: a glance at a 6 KB pod's event took 30 us with regular expressions, 15 with finds;
+    json.loads 60)."""
+    found, start = [], 0
+    while (at := line.find(key, start)) != -1:
+        begin = at + len(key)
+        end = line.find(b'"', begin)
+        if end == -1:
+            break
+        found.append(line[begin:end].decode(errors="replace"))
+        if first:
+            break
+        start = end
+    return found
 
 
 @dataclass(frozen=True)
@@ -37,12 +54,11 @@ class Glance:
 
 
 def glance(line: bytes, markers: tuple[bytes, ...] = ()) -> Glance:
-    version = _VERSION.search(line)
     return Glance(
         change=line.startswith(_CHANGES),
-        version=version.group(1).decode() if version else "",
-        namespaces=frozenset(m.decode(errors="replace") for m in _NAMESPACE.findall(line)),
-        uids=frozenset(m.decode(errors="replace") for m in _UID.findall(line)),
+        version=next(iter(_values(line, _VERSION, first=True)), ""),
+        namespaces=frozenset(_values(line, _NAMESPACE)),
+        uids=frozenset(u for key in _UIDS for u in _values(line, key)),
         flagged=any(marker in line for marker in markers),
     )
 

@@ -3,8 +3,8 @@
 The leader's PipelineRun and TaskRun-pod streams: every run of the cluster changes a dozen
 times or more, and most are of namespaces that did not opt in. kopf decodes each event and
 runs its per-object machinery before any filter of ours (about 35 of the 48 ms a run that was
-not ours cost, py-spy in bench-scale); here an event nobody wants costs three regular
-expressions over its bytes.
+not ours cost, py-spy in bench-scale); here an event nobody wants costs a few searches of its
+bytes.
 
 No store is kept: each wanted event is decoded and handed on. The watch starts without a
 resourceVersion, so the API server first sends every object as ADDED (as a list would, but a

@@ -115,7 +115,7 @@ class ClusterHandle(ClusterApi):
 
     def start_tekton(
         self, feature_flags: Mapping[str, str] | None = None,
-        images: Mapping[str, str] | None = None,
+        images: Mapping[str, str] | None = None, api_qps: int | None = None,
     ) -> None:
         """Makes Tekton Pipelines run with these feature-flags (coschedule: disabled unless set).
 
@@ -126,7 +126,8 @@ class ClusterHandle(ClusterApi):
             tekton.configure(self, feature_flags)
             self.tekton_running = True
             return
-        proc, probes_port = tekton.controller_process(self, self.logs_dir, images)  # binary first
+        proc, probes_port = tekton.controller_process(  # binary first
+            self, self.logs_dir, images, api_qps)
         tekton.install(self, feature_flags)
         self.processes.append(proc)
         proc.start()

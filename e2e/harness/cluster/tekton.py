@@ -194,15 +194,19 @@ def install(cluster: ClusterApi, feature_flags: Mapping[str, str] | None) -> Non
 
 
 def controller_process(
-    cluster: ClusterApi, logs_dir: Path, images: Mapping[str, str] | None = None
+    cluster: ClusterApi, logs_dir: Path, images: Mapping[str, str] | None = None,
+    api_qps: int | None = None,
 ) -> tuple[ManagedProcess, int]:
     """The controller as its config/controller.yaml runs it, pointed at the cluster's kubeconfig.
-    `images`: flag (without "-image") -> the image a real node has; else names never pulled."""
+    `images`: flag (without "-image") -> the image a real node has; else names never pulled.
+    `api_qps`: its API client's rate (knative's flag; Tekton doubles it; its own default is 40
+    a second, what paces a burst of runs: benchmarks at size raise it)."""
     probes_port = free_port()
     argv = [
         str(find_binary("tekton-controller")),
         f"-kubeconfig={cluster.kubeconfig}",
         "-disable-ha",
+        *([f"-kube-api-qps={api_qps}", f"-kube-api-burst={2 * api_qps}"] if api_qps else []),
     ]
     for flag in IMAGE_FLAGS:  # every image flag must be non-empty or the controller exits
         what = flag.removesuffix("-image")
