@@ -64,5 +64,6 @@ def _short(frame: str) -> str:
     return f"{name} ({where.split(':')[0]})" if where else name
 
 
-WAITING = ("selectors.py", "SSLSocket.read", "recv_into", "readinto", "_worker (concurrent")
+WAITING = ("selectors.py", "SSLSocket.read", "recv_into", "readinto", "_worker (concurrent",
+           "wait (threading.py")  # a thread waiting for work (a Condition) is not busy
 PLUMBING = ("threading.py", "asyncio/", "concurrent/", "runpy", "__main__.py", "controller/cli.py")
