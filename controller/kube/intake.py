@@ -23,6 +23,7 @@ import structlog
 from kubernetes.client.exceptions import ApiException
 
 from controller.core.glance import Glance, glance
+from controller.kube.reflector import open_watch, run_forever
 from controller.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -87,40 +88,26 @@ class Intake:
         self._stopped.set()
 
     def run(self) -> None:
-        backoff = 1.0
-        while not self._stopped.is_set():
-            try:
-                self.watch_once()
-                backoff = 1.0
-                continue
-            except ApiException as exc:
-                if exc.status == 410:
-                    self.version = ""
-                log.warning("watch failed", watch=self.name, status=exc.status, reason=exc.reason)
-            except Exception as exc:
-                log.warning("watch failed", watch=self.name, error=repr(exc))
-            self._stopped.wait(backoff)
-            backoff = min(backoff * 2, 30.0)
+        run_forever(self.name, self.watch_once, self._stopped, self._failed)
 
-    def watch_once(self) -> None:
-        """One watch request, to its end (the server's timeout, an ERROR event, or stop)."""
-        since = {"resource_version": self.version} if self.version else {}
-        resp = self._list_fn(
-            *self._args,
-            watch=True,
-            allow_watch_bookmarks=True,
-            timeout_seconds=self._watch_seconds,
-            _preload_content=False,
-            _request_timeout=(self._timeout, self._watch_seconds + 30),
-            **since,
-            **self._kwargs,
-        )
+    def _failed(self, exc: ApiException) -> None:
+        if exc.status == 410:  # the version is too old: from the start
+            self.version = ""
+
+    def watch_once(self) -> bool:
+        """One watch request, to its end: the server's timeout or stop (True), or an ERROR
+        event (False)."""
+        resp = open_watch(self._list_fn, self._args, self.version, self._watch_seconds,
+                          self._timeout, **self._kwargs)
         try:
             for line in lines(resp.stream(amt=None, decode_content=False)):
-                if not self._take(line) or self._stopped.is_set():
-                    return
+                if not self._take(line):
+                    return False
+                if self._stopped.is_set():
+                    break
         finally:
             resp.release_conn()
+        return True
 
     def _take(self, line: bytes) -> bool:
         """Hands the event on if wanted; False when the watch must start again."""

@@ -57,22 +57,14 @@ class Reflector:
         self._stopped.set()
 
     def run(self) -> None:
-        backoff = 1.0
-        while not self._stopped.is_set():
-            try:
-                self._list_and_watch()
-                backoff = 1.0
-            except ApiException as exc:
-                if exc.status == 404:
-                    # The resource is not served (a CRD not installed): an empty list, for now.
-                    self.store.replace(())
-                    self._changed()
-                    self.synced.set()
-                log.warning("watch failed", watch=self.name, status=exc.status, reason=exc.reason)
-            except Exception as exc:
-                log.warning("watch failed", watch=self.name, error=repr(exc))
-            self._stopped.wait(backoff)
-            backoff = min(backoff * 2, 30.0)
+        run_forever(self.name, self._list_and_watch, self._stopped, self._failed)
+
+    def _failed(self, exc: ApiException) -> None:
+        if exc.status == 404:
+            # The resource is not served (a CRD not installed): an empty list, for now.
+            self.store.replace(())
+            self._changed()
+            self.synced.set()
 
     def _changed(self) -> None:
         if self._on_change is not None:
@@ -102,7 +94,9 @@ class Reflector:
             if not token:
                 return items, version
 
-    def _list_and_watch(self) -> None:
+    def _list_and_watch(self) -> bool:
+        """List, then watch from there until stopped (True) or an ERROR event (False: 410 Gone
+        and friends, list again)."""
         items, version = self._list()
         self.store.replace(items)
         self._changed()
@@ -111,7 +105,7 @@ class Reflector:
             for event in self._watch(version):
                 kind, obj = event.get("type"), event.get("object") or {}
                 if kind == "ERROR":
-                    return  # 410 Gone and friends: list again
+                    return False
                 version = (obj.get("metadata") or {}).get("resourceVersion", version)
                 if kind == "BOOKMARK":
                     continue
@@ -123,24 +117,46 @@ class Reflector:
                 if self._on_object is not None:
                     self._on_object(obj)
                 if self._stopped.is_set():
-                    return
+                    return True
+        return True
 
     def _watch(self, version: str) -> Iterator[Obj]:
-        resp = self._list_fn(
-            *self._args,
-            watch=True,
-            resource_version=version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=self._watch_seconds,
-            _preload_content=False,
-            _request_timeout=(self._timeout, self._watch_seconds + 30),
-            **self._kwargs,
-        )
+        resp = open_watch(self._list_fn, self._args, version, self._watch_seconds, self._timeout,
+                          **self._kwargs)
         try:
             for line in iter_resp_lines(resp):  # type: ignore[no-untyped-call]
                 yield json.loads(line)
         finally:
             resp.release_conn()
+
+
+def open_watch(list_fn: Callable[..., Any], args: tuple[Any, ...], version: str, seconds: int,
+               timeout: float, **kwargs: Any) -> Any:
+    """A watch request from `version` ("": the API server first sends every object as ADDED),
+    bookmarks asked for, its answer left unread (a stream of lines)."""
+    since = {"resource_version": version} if version else {}
+    return list_fn(*args, watch=True, allow_watch_bookmarks=True, timeout_seconds=seconds,
+                   _preload_content=False, _request_timeout=(timeout, seconds + 30), **since,
+                   **kwargs)
+
+
+def run_forever(name: str, once: Callable[[], bool], stopped: threading.Event,
+                failed: Callable[[ApiException], None] = lambda _: None) -> None:
+    """`once()` again and again until stopped: at once after it returns True, after a pause
+    (1 s, doubling to 30 s while it keeps failing) after it returns False or raises."""
+    backoff = 1.0
+    while not stopped.is_set():
+        try:
+            if once():
+                backoff = 1.0
+                continue
+        except ApiException as exc:
+            failed(exc)
+            log.warning("watch failed", watch=name, status=exc.status, reason=exc.reason)
+        except Exception as exc:
+            log.warning("watch failed", watch=name, error=repr(exc))
+        stopped.wait(backoff)
+        backoff = min(backoff * 2, 30.0)
 
 
 def start_thread(target: Callable[[], None], name: str) -> threading.Thread:
