@@ -91,6 +91,17 @@ def requests_by_verb(before: dict[Series, float], after: dict[Series, float]) ->
     return out
 
 
+def watch_events(before: dict[Series, float], after: dict[Series, float]) -> dict[str, float]:
+    """The leader's run and pod watch events over the mode: decoded, and dropped from a glance."""
+    out: dict[str, float] = {}
+    for key, value in after.items():
+        name, labels = key[0], dict(key[1])
+        if name == "tekton_coscheduler_watch_events_total":
+            kind = "decoded" if labels["decoded"] == "true" else "dropped"
+            out[kind] = out.get(kind, 0.0) + value - before.get(key, 0.0)
+    return out
+
+
 def histogram_p99(before: dict[Series, float], after: dict[Series, float], name: str) -> float:
     """The 99th percentile's bucket bound over the run, from the server's histogram (the
     process that answers admission), all label sets summed."""
@@ -224,6 +235,8 @@ def one_mode(cluster: LocalCluster, mode: str, runs: int, namespaces: int, opera
                 "requests_per_run": {
                     k: round(v / runs, 2) for k, v in requests_by_verb(before, after).items()
                 },
+                "watch_events_per_run": {
+                    k: round(v / runs, 1) for k, v in watch_events(before, after).items()},
                 "webhook_p99_ms": histogram_p99(
                     before, after, "tekton_coscheduler_admission_duration_seconds") * 1000,
             }
