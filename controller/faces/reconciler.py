@@ -1,7 +1,8 @@
-"""The reconciler process: leader election, then kopf's watches and the resync while leading.
+"""The reconciler process: leader election, then, while leading, the run and pod streams
+(faces/streams.py), kopf's watches of nodes and policies, and the resync.
 
 It runs apart from the admission server (faces/app.py starts it as a child process), so that
-nothing it does (a resync over thousands of runs, kopf parsing a large list, a lost Lease) can
+nothing it does (a resync over thousands of runs, a replay of every run, a lost Lease) can
 hold up an admission answer: the GIL is per process. It serves its own metrics on loopback; the
 server process re-exports them.
 """
@@ -59,8 +60,8 @@ class EventsOnly(kopf.AnnotationsDiffBaseStorage):
 
 def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
     s = kopf.OperatorSettings()
-    # kopf keeps no state on Tekton's objects (only @kopf.on.event is used), but should any
-    # handler ever need it, it must be under our own domain, never kopf's defaults.
+    # kopf keeps no state on the objects it watches (only @kopf.on.event is used), but should
+    # any handler ever need it, it must be under our own domain, never kopf's defaults.
     s.persistence.finalizer = f"{names.DOMAIN}/finalizer"
     s.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=names.DOMAIN)
     s.persistence.diffbase_storage = EventsOnly(
