@@ -82,3 +82,17 @@ def test_the_version_to_resume_from_is_the_object_s_own(sort_keys: bool) -> None
     run = tricky("team-b", "u1")
     run["status"]["childReferences"] = [{"name": "x", "resourceVersion": "99999"}]
     assert glance.glance(line(run, sort_keys=sort_keys)).version == "4711"
+
+
+@pytest.mark.parametrize("sort_keys", [False, True])
+def test_only_the_object_s_metadata_is_read_not_its_spec_or_status(sort_keys: bool) -> None:
+    """An enabled namespace named in the spec or the status of a run of another namespace (a
+    parameter, a child's reference) does not make it ours; a label called `spec` does not end
+    the metadata early."""
+    run = tricky("team-b", "u1")
+    run["metadata"]["labels"]["spec"] = "x"
+    run["spec"]["params"] = [{"name": "target", "value": {"namespace": "team-a"}}]
+    run["status"]["childReferences"] = [{"namespace": "team-a", "uid": "held-uid"}]
+    assert not concerns(line(run, sort_keys=sort_keys), held={"held-uid"})
+    run["metadata"]["labels"][names.LABEL_ANCHORED] = "u1"
+    assert concerns(line(run, sort_keys=sort_keys))
