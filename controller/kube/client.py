@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import kubernetes
+import orjson
 import structlog
 from kubernetes.client.exceptions import ApiException
 
@@ -55,7 +56,7 @@ class Kube:
 
     def json(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
         resp = fn(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
-        data: Obj = json.loads(resp.data)
+        data: Obj = orjson.loads(resp.data)
         return data
 
     def send(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:

@@ -14,40 +14,21 @@ starts over after 410 Gone. Replayed events are harmless: every handler may be r
 
 from __future__ import annotations
 
-import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
+import orjson
 import structlog
 from kubernetes.client.exceptions import ApiException
 
 from controller.core.glance import Glance, glance
-from controller.kube.reflector import open_watch, run_forever
+from controller.kube.reflector import lines, open_watch, run_forever
 from controller.metrics import Metrics
 
 log = structlog.get_logger(__name__)
 
 Obj = dict[str, Any]
-
-
-def lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
-    """Newline-separated lines of a stream of chunks, as bytes (the kubernetes client's
-    iter_resp_lines decodes each to str and copies its buffer after every line)."""
-    pending: list[bytes] = []
-    for chunk in chunks:
-        start = 0
-        while (end := chunk.find(b"\n", start)) != -1:
-            pending.append(chunk[start:end])
-            line = b"".join(pending)
-            pending.clear()
-            if line:
-                yield line
-            start = end + 1
-        if start < len(chunk):
-            pending.append(chunk[start:])
-    if pending and (line := b"".join(pending)):
-        yield line
 
 
 class Intake:
@@ -119,7 +100,7 @@ class Intake:
             self.version = seen.version or self.version
             return True
         self.decoded += 1
-        event = json.loads(line)
+        event = orjson.loads(line)
         kind, obj = event.get("type"), event.get("object") or {}
         if kind == "ERROR":  # 410 Gone (the version is too old) and friends: from the start
             log.info("watch restarts", watch=self.name, status=obj.get("code"),

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+import orjson
 import structlog
 from kubernetes.client.exceptions import ApiException
-from kubernetes.watch.watch import iter_resp_lines
 
 from controller.kube.store import Indexed, Indexer, Obj
 
@@ -86,7 +85,7 @@ class Reflector:
                 **self._kwargs,
                 **paging,
             )
-            listing = json.loads(resp.data)
+            listing = orjson.loads(resp.data)
             items.extend(listing.get("items") or [])
             meta = listing.get("metadata") or {}
             version = version or meta.get("resourceVersion", "")
@@ -124,10 +123,29 @@ class Reflector:
         resp = open_watch(self._list_fn, self._args, version, self._watch_seconds, self._timeout,
                           **self._kwargs)
         try:
-            for line in iter_resp_lines(resp):  # type: ignore[no-untyped-call]
-                yield json.loads(line)
+            for line in lines(resp.stream(amt=None, decode_content=False)):
+                yield orjson.loads(line)
         finally:
             resp.release_conn()
+
+
+def lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """Newline-separated lines of a stream of chunks, as bytes (the kubernetes client's
+    iter_resp_lines decodes each to str and copies its buffer after every line)."""
+    pending: list[bytes] = []
+    for chunk in chunks:
+        start = 0
+        while (end := chunk.find(b"\n", start)) != -1:
+            pending.append(chunk[start:end])
+            line = b"".join(pending)
+            pending.clear()
+            if line:
+                yield line
+            start = end + 1
+        if start < len(chunk):
+            pending.append(chunk[start:])
+    if pending and (line := b"".join(pending)):
+        yield line
 
 
 def open_watch(list_fn: Callable[..., Any], args: tuple[Any, ...], version: str, seconds: int,
