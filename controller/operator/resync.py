@@ -4,13 +4,18 @@ and asks the API server only about what looks wrong.
 
 The first round after this replica starts to lead lists every PipelineRun once (a page at a
 time), to know the runs that existed before its watch did; later rounds go over the live runs
-the events showed. A balloon whose run is not among the live ones is either the balloon of a
-run that just finished or was deleted, or of one the index has not seen: a GET of the run tells
-which, before anything is deleted.
+the events showed, except those an event has reconciled since the round before: a run that
+lives half an hour was otherwise reconciled sixty times by the resync alone, and the CPU per
+run grew with how long runs live (bench-scale at 1,000 runs: the resync was a third of it).
+
+A balloon whose run is not among the live ones is either the balloon of a run that just
+finished or was deleted, or of one the index has not seen: a GET of the run tells which, before
+anything is deleted.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,6 +31,7 @@ class Resync:
     def __init__(self, operator: Operator) -> None:
         self.operator = operator
         self.seeded = False
+        self.last_round = float("-inf")  # when the previous round ended (monotonic)
 
     def __call__(self) -> None:
         op = self.operator
@@ -34,12 +40,14 @@ class Resync:
         balloons = caches.balloons() if caches is not None and caches.synced else (
             op.kube.list_balloons()
         )
+        since = self.last_round
         if not self.seeded:
             bodies: Sequence[Mapping[str, Any]] = op.kube.list_pipelineruns()
             self.seeded = True
         else:
             with op._live_lock:
-                bodies = list(op.live.values())
+                bodies = [b for uid, b in op.live.items()
+                          if op.reconciled.get(uid, float("-inf")) < since]
         for body in bodies:
             try:
                 op.reconcile_run(body)
@@ -59,6 +67,7 @@ class Resync:
         op.metrics.balloons_active.set(len(balloons))
         for obj in op.view.facts.policy_objects:
             op.report_policy(obj, cached=True)
+        self.last_round = time.monotonic()
 
     def _balloon(self, sts: Mapping[str, Any], live: Mapping[str, tekton.PipelineRun]) -> None:
         op = self.operator

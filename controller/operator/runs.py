@@ -8,6 +8,7 @@ events harmless.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -55,6 +56,9 @@ class Operator:
         # Runs of enabled namespaces that are not finished, by uid, as their last event showed
         # them: what the resync goes over (finished runs, and other namespaces', cost nothing).
         self.live: dict[str, Mapping[str, Any]] = {}
+        # Live run uid -> when a reconcile of it last ran to its end (monotonic): a resync round
+        # leaves alone the runs an event has reconciled since its previous round.
+        self.reconciled: dict[str, float] = {}
         self._live_lock = threading.Lock()
         self.notifier = Notifier(kube)
         self.index = PodIndex()
@@ -110,6 +114,7 @@ class Operator:
         uid = str((body.get("metadata") or {}).get("uid") or "")
         with self._live_lock:
             self.live.pop(uid, None)
+            self.reconciled.pop(uid, None)
         self.capacity.forget(uid)
         self.marks.forget(uid)
 
@@ -126,6 +131,7 @@ class Operator:
                 self.live[run.uid] = body
             else:
                 self.live.pop(run.uid, None)
+                self.reconciled.pop(run.uid, None)
         if run.finished:  # finished runs stay in the cluster: their estimate need not
             self.capacity.forget(run.uid)
             self.marks.forget(run.uid)
@@ -164,6 +170,9 @@ class Operator:
             self.capacity.tend(run.uid, decision.manifest, src)
         elif self.index.rooms(run.uid):
             self.capacity.release(run.uid, decision.why)
+        with self._live_lock:
+            if run.uid in self.live:
+                self.reconciled[run.uid] = time.monotonic()
         return decision
 
     def _may_have_balloon(self, run: tekton.PipelineRun) -> bool:
