@@ -44,6 +44,17 @@ class Metrics:
             ["watch", "decoded"],
             registry=r,
         )
+        self.events_waiting = Gauge(
+            f"{PREFIX}_events_waiting",
+            "Runs and pods with an event waiting for a handler thread (the leader falling "
+            "behind shows here first)",
+            registry=r,
+        )
+        self.events_superseded = Counter(
+            f"{PREFIX}_events_superseded",
+            "Events skipped because a newer one of the same object came before their turn",
+            registry=r,
+        )
         self.admissions = Counter(
             f"{PREFIX}_admissions", "Admission requests by outcome", ["outcome"], registry=r
         )

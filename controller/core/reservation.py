@@ -68,6 +68,13 @@ def worth(amounts: Mapping[str, int]) -> bool:
     return any(a > 0 for r, a in amounts.items() if r != PODS)
 
 
+def nothing_to_tend(peak: Mapping[str, int], unknown: bool, reserved: bool,
+                    balloon_waits: bool) -> bool:
+    """The run's peak, known for good, asks only for pod slots (so does what it still needs),
+    it has no reservation pod and its balloon waits for none: nothing to decide on its events."""
+    return not (unknown or worth(peak) or reserved or balloon_waits)
+
+
 def halved(full: Mapping[str, int], times: int) -> Amounts:
     if times >= MAX_HALVINGS:
         return {}

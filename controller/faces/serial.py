@@ -14,13 +14,16 @@ from typing import Generic, TypeVar
 
 import structlog
 
+from controller.metrics import Metrics
+
 log = structlog.get_logger(__name__)
 
 Event = TypeVar("Event")
 
 
 class Serial(Generic[Event]):
-    def __init__(self, handle: Callable[[Event], None], workers: int, name: str) -> None:
+    def __init__(self, handle: Callable[[Event], None], workers: int, name: str,
+                 metrics: Metrics | None = None) -> None:
         self._handle = handle
         self._workers = workers
         self._name = name
@@ -29,8 +32,9 @@ class Serial(Generic[Event]):
         self._busy: set[str] = set()
         self._cond = threading.Condition()
         self._stopped = False
-        self.handled = 0
-        self.superseded = 0
+        metrics = metrics or Metrics()
+        self._superseded = metrics.events_superseded
+        metrics.events_waiting.set_function(self.backlog)  # read when scraped, not per event
 
     def start(self) -> None:
         for i in range(self._workers):
@@ -44,7 +48,7 @@ class Serial(Generic[Event]):
     def put(self, key: str, event: Event) -> None:
         with self._cond:
             if key in self._pending:
-                self.superseded += 1
+                self._superseded.inc()
             elif key not in self._busy:
                 self._ready.append(key)
             self._pending[key] = event
@@ -67,7 +71,6 @@ class Serial(Generic[Event]):
     def _done(self, key: str) -> None:
         with self._cond:
             self._busy.discard(key)
-            self.handled += 1
             if key in self._pending:  # came while this one was handled: its turn now
                 self._ready.append(key)
                 self._cond.notify()

@@ -39,7 +39,7 @@ class Streams:
                  metrics: Metrics | None = None, workers: int = WORKERS) -> None:
         self.operator = operator
         self.work: Serial[tuple[Handler, str, Obj]] = Serial(
-            lambda e: e[0](e[1], e[2]), workers, "handler")
+            lambda e: e[0](e[1], e[2]), workers, "handler", metrics)
         # Always decoded: runs and pods carrying our mark (a run anchored before its namespace
         # opted out), and our own pods.
         marked = (glance.marker(names.LABEL_ANCHORED),)

@@ -59,8 +59,6 @@ class Intake:
         self._watch_seconds = watch_seconds
         self._stopped = threading.Event()
         self.version = ""  # where the next watch resumes; "" to be sent everything again
-        self.seen = 0  # events read, and of them decoded: what the glance saved
-        self.decoded = 0
         counter = (metrics or Metrics()).watch_events
         self._counted = {True: counter.labels(watch=name, decoded="true"),
                          False: counter.labels(watch=name, decoded="false")}
@@ -92,14 +90,12 @@ class Intake:
 
     def _take(self, line: bytes) -> bool:
         """Hands the event on if wanted; False when the watch must start again."""
-        self.seen += 1
         seen = glance(line, self._markers)
         wanted = self._wanted(seen)
         self._counted[wanted].inc()
         if not wanted:
             self.version = seen.version or self.version
             return True
-        self.decoded += 1
         event = orjson.loads(line)
         kind, obj = event.get("type"), event.get("object") or {}
         if kind == "ERROR":  # 410 Gone (the version is too old) and friends: from the start

@@ -176,12 +176,23 @@ class Capacity:
         as planned, before it exists. One run is tended by one thread at a time, and not again
         within a moment of acting, before the watch has shown what the action did."""
         body = self.live(run_uid)
-        if not run_uid or body is None:
+        if not run_uid or body is None or (plan is None and self._nothing_to_tend(run_uid, body)):
             return
         with self._lock:
             if time.monotonic() - self._acted.get(run_uid, -SETTLE) < SETTLE:
                 return
             self._tend(tekton.PipelineRun.from_body(body), plan, src)
+
+    def _nothing_to_tend(self, run_uid: str, body: Mapping[str, Any]) -> bool:
+        known = self._known(run_uid)  # kept once complete: a peak that can still grow is not
+        if known is None:
+            return False
+        ns = str((body.get("metadata") or {}).get("namespace") or "")
+        spec = ((self.balloon_of(ns, balloon.balloon_name(run_uid)) or {}).get("spec") or {})
+        template = (spec.get("template") or {}).get("spec") or {}
+        return reservation.nothing_to_tend(known.peak, bool(known.unknown),
+                                           bool(self.index.rooms(run_uid)),
+                                           reservation.requires_room(template, run_uid))
 
     def _tend(self, run: tekton.PipelineRun, plan: Mapping[str, Any] | None,
               src: sources.Sources | None) -> None:

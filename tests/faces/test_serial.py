@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from controller.faces.serial import Serial
+from controller.metrics import Metrics
 
 
 def test_an_object_s_events_are_handled_one_at_a_time_and_the_newest_wins() -> None:
@@ -25,7 +26,8 @@ def test_an_object_s_events_are_handled_one_at_a_time_and_the_newest_wins() -> N
         busy.discard(key)
         done.release()
 
-    work: Serial[str] = Serial(handle, workers=4, name="test")
+    metrics = Metrics()
+    work: Serial[str] = Serial(handle, workers=4, name="test", metrics=metrics)
     work.start()
     work.put("a", "a:1")
     while "a" not in busy:  # a:1 has begun
@@ -35,11 +37,19 @@ def test_an_object_s_events_are_handled_one_at_a_time_and_the_newest_wins() -> N
     work.put("b", "b:1")  # another object is not held up by a
     assert done.acquire(timeout=5)
     assert handled == ["b:1"]
+    assert said(metrics, "events_waiting") == 1  # a:5, behind a:1
     release.set()
     assert done.acquire(timeout=5) and done.acquire(timeout=5)
     work.stop()
     assert handled == ["b:1", "a:1", "a:5"]
-    assert overlaps == [] and work.superseded == 3 and work.backlog() == 0
+    assert overlaps == []
+    assert said(metrics, "events_superseded_total") == 3
+    assert said(metrics, "events_waiting") == 0
+
+
+def said(metrics: Metrics, name: str) -> float | None:
+    """What /metrics tells an administrator."""
+    return metrics.registry.get_sample_value(f"tekton_coscheduler_{name}")
 
 
 def test_a_handler_that_fails_does_not_stop_the_others() -> None:

@@ -71,7 +71,6 @@ def test_events_of_namespaces_that_did_not_opt_in_are_never_decoded() -> None:
     taken, got = intake(watch, {"team-a"}, metrics)
     taken.watch_once()
     assert got == [("ADDED", "mine")]
-    assert (taken.seen, taken.decoded) == (1001, 1)
     said = {decoded: metrics.registry.get_sample_value(
         "tekton_coscheduler_watch_events_total", {"watch": "runs", "decoded": decoded})
         for decoded in ("true", "false")}

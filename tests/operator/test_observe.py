@@ -6,8 +6,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pytest
+
+from controller.operator import capacity
 from tests import factories
-from tests.operator.test_capacity import pipeline
+from tests.operator.test_capacity import pipeline, task_pod
 from tests.operator.test_runs import MemoryCaches, make
 
 
@@ -44,3 +47,28 @@ def test_a_run_s_event_reads_its_pipeline_and_its_resolution_requests_once() -> 
     assert kube.pods, "capacity-aware: a reservation goes first"
     assert counting.reads["get", "pipelines"] == 1
     assert counting.reads["owned_by", "resolutionrequests"] == 1
+
+
+def test_a_pod_event_of_a_run_that_asks_only_for_pod_slots_reads_nothing_for_a_reservation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its peak is known for good and asks for no room: its pods' events (five or more per
+    task) leave the reservation's sources unread. A run that asks for cpu still reads them."""
+    monkeypatch.setattr(capacity, "SETTLE", 0.0)  # the event comes long after the last act
+    for cpu, reads in ((None, 0), ("1", 1)):
+        operator, kube = make(caches=True)
+        counting = CountingCaches(operator.caches)
+        for part in (operator, operator.capacity, operator.capacity.headroom, operator.observer):
+            part.caches = counting
+        step: dict[str, Any] = {"name": "s", "image": "x"}
+        if cpu:
+            step["computeResources"] = {"requests": {"cpu": cpu}}
+        kube.objects["pipelines"] = {"fan-out-in": {"spec": {"tasks": [
+            {"name": "t", "taskSpec": {"steps": [step]}}]}}}
+        kube.objects["tasks"] = {}
+        body = factories.pipelinerun()
+        kube.runs[body["metadata"]["name"]] = body
+        operator.reconcile_run(body)
+        counting.reads.clear()
+        operator.capacity.on_pod(task_pod("t", "Running", cpu or "0"))
+        assert counting.reads["get", "pipelines"] == reads, cpu
