@@ -60,6 +60,7 @@ bench: venv
 	bash e2e/build.sh etcd kubernetes kwok helm
 	$(BIN)/python -m bench.admission
 	$(BIN)/python -m bench.pod_churn
+	$(BIN)/python -m bench.intake_floor
 	$(BIN)/python -m bench.admission_modes
 	$(BIN)/python -m bench.admission_parity
 	$(BIN)/python -m bench.webhook_under_load
