@@ -184,7 +184,7 @@ class Capacity:
             self._tend(tekton.PipelineRun.from_body(body), plan, src)
 
     def _nothing_to_tend(self, run_uid: str, body: Mapping[str, Any]) -> bool:
-        known = self._known(run_uid)  # kept once complete: a peak that can still grow is not
+        known = self._known(run_uid)  # kept only once complete (its pipeline and tasks read)
         if known is None:
             return False
         ns = str((body.get("metadata") or {}).get("namespace") or "")
