@@ -31,6 +31,11 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.gates_released = Counter(
+            f"{PREFIX}_gates_released",
+            "Pods released from the scheduling gate that held them until their anchor was bound",
+            registry=r,
+        )
         self.reservations = Counter(
             f"{PREFIX}_reservations",
             "Reservation pods made and deleted (capacity-aware anchoring), by action",

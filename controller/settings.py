@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     # MutatingAdmissionPolicy does, and the operator keeps its bindings.
     admission_mode: Literal["webhook", "policy"] = "webhook"
     admission_policy_name: ObjectName = "tekton-coscheduler"
+    # Webhook mode: a run's pods made before its balloon pod is bound wait behind a scheduling
+    # gate until it is (core/gate.py), rather than race it for their shared volumes.
+    gate_until_anchored: bool = True
     admission_policy_version: Literal["v1", "v1beta1"] = "v1"
 
     webhook_host: str = "0.0.0.0"

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from controller.core import affinity, mark, tekton
+from controller.core import affinity, gate, mark, tekton
+from controller.core.fragments import is_label_value
 
 API_VERSION = "admission.k8s.io/v1"
 
@@ -54,6 +55,7 @@ class Decision:
     outcome: Outcome
     patch: tuple[dict[str, Any], ...] = ()
     run: tekton.RunRef | None = None
+    gated: bool = False  # held until the run's balloon pod is bound (core/gate.py)
 
 
 def parse(body: bytes) -> tuple[str, Mapping[str, Any]]:
@@ -79,7 +81,10 @@ def parse(body: bytes) -> tuple[str, Mapping[str, Any]]:
     return uid, request
 
 
-def decide(request: Mapping[str, Any], facts: Facts) -> Decision:
+def decide(request: Mapping[str, Any], facts: Facts, gate_first_pods: bool = False) -> Decision:
+    """`gate_first_pods`: a pod of a run not marked yet (core/mark.py) is made before the run's
+    balloon is, or just after: it waits behind a scheduling gate until the balloon pod is bound
+    (core/gate.py). A marked run's later pods are made once it is."""
     kind = request.get("kind") or {}
     obj = request.get("object")
     if (
@@ -123,7 +128,12 @@ def decide(request: Mapping[str, Any], facts: Facts) -> Decision:
     term = affinity.term_for(run, key)
     if term is None:
         return Decision(Outcome.INVALID_LABELS, run=run)
-    return Decision(Outcome.PATCHED, tuple(affinity.patch_for(spec, term)), run)
+    ops = affinity.patch_for(spec, term)
+    # Only a pod that names its run's uid: the leader finds the pods it releases by it.
+    gated = gate_first_pods and not anchored and bool(run.uid) and is_label_value(run.uid)
+    if gated:
+        ops = [*ops, *gate.add(spec)]
+    return Decision(Outcome.PATCHED, tuple(ops), run, gated)
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

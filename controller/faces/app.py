@@ -90,7 +90,8 @@ async def run(settings: Settings) -> int:
         if settings.webhook_port:
             await stack.enter_async_context(
                 probes.serving(
-                    webhook.make_app(lambda: view.facts, metrics, draining.is_set),
+                    webhook.make_app(lambda: view.facts, metrics, draining.is_set,
+                                     settings.gate_until_anchored),
                     settings.webhook_host,
                     settings.webhook_port,
                     ssl_context=tls.context if tls else None,

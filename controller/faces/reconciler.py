@@ -188,6 +188,7 @@ async def reconcile_while_leading(
     resync.cancel()
     watchdog.cancel()
     streams.stop()
+    await asyncio.to_thread(operator.gates.release_all)
     [ended] = await asyncio.gather(kopf_task, return_exceptions=True)
     kube.actor = None
     if elector is not None and not lost:

@@ -89,6 +89,7 @@ class Streams:
             component = labels.get(names.LABEL_COMPONENT)
             if component == names.COMPONENT_BALLOON:
                 op.placement.on_balloon_pod(pod, deleted=deleted)
+                op.gates.on_balloon_pod(pod, deleted=deleted)
                 op.capacity.on_pod(pod)
             elif component == names.COMPONENT_RESERVATION:
                 op.capacity.on_room_pod(pod, deleted=deleted)
@@ -97,4 +98,5 @@ class Streams:
         namespace = str((pod.get("metadata") or {}).get("namespace") or "")
         if run is not None and op.concerns(namespace, run.uid, labels):
             op.placement.on_task_pod(pod, deleted=deleted)
+            op.gates.on_task_pod(pod, deleted=deleted)
             op.capacity.on_pod(pod)

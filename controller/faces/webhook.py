@@ -30,11 +30,13 @@ def make_app(
     facts: Callable[[], admission.Facts],
     metrics: Metrics,
     draining: Callable[[], bool] = lambda: False,
+    gate_first_pods: bool = False,
 ) -> web.Application:
+    """`gate_first_pods`: see admission.decide."""
     async def mutate(request: web.Request) -> web.Response:
         started = time.perf_counter()
         try:
-            response = _answer(await request.read(), facts(), metrics)
+            response = _answer(await request.read(), facts(), metrics, gate_first_pods)
             if draining():
                 # A kept-alive connection would keep bringing requests to a replica that is
                 # about to stop; closing it after this answer sends the client elsewhere.
@@ -48,7 +50,8 @@ def make_app(
     return app
 
 
-def _answer(body: bytes, facts: admission.Facts, metrics: Metrics) -> web.Response:
+def _answer(body: bytes, facts: admission.Facts, metrics: Metrics,
+            gate_first_pods: bool = False) -> web.Response:
     try:
         uid, request = admission.parse(body)
     except admission.MalformedReview as exc:
@@ -56,7 +59,7 @@ def _answer(body: bytes, facts: admission.Facts, metrics: Metrics) -> web.Respon
         log.warning("malformed admission request", error=str(exc), size=len(body))
         return web.json_response({"error": str(exc)}, status=400)
     try:
-        decision = admission.decide(request, facts)
+        decision = admission.decide(request, facts, gate_first_pods)
     except Exception:
         # A bug of ours must not block pod creation: allow, unpatched, and say so loudly.
         log.exception("admission decision failed; pod allowed unchanged", uid=uid)
@@ -70,6 +73,7 @@ def _answer(body: bytes, facts: admission.Facts, metrics: Metrics) -> web.Respon
             namespace=request.get("namespace"),
             pod=request.get("name"),
             run=run.name if run else None,
+            gated=decision.gated,
         )
     elif decision.run is not None:
         log.debug(

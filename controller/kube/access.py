@@ -38,9 +38,9 @@ REQUIRED: tuple[Access, ...] = (
     Access(
         "",
         "pods",
-        ("get", "list", "watch", "create", "delete"),
+        ("get", "list", "watch", "create", "delete", "patch"),
         "balloon placement, misplaced pods; delete a balloon pod that is unbound or moves; "
-        "reservation pods",
+        "reservation pods; take the scheduling gate off a run's pods once it is anchored",
     ),
     Access(
         "",

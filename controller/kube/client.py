@@ -140,6 +140,18 @@ class Kube:
             if exc.status not in (404, 409):
                 raise
 
+    def release_pod_gate(self, namespace: str, name: str, uid: str,
+                         patch: Mapping[str, Any]) -> None:
+        """A strategic merge patch of that pod's scheduling gates (core/gate.py); a pod gone,
+        or replaced by one of the same name (the uid precondition), is left."""
+        body = {**patch, "metadata": {"uid": uid}}
+        try:
+            self.send(self.core.patch_namespaced_pod, name, namespace, body,
+                      _content_type="application/strategic-merge-patch+json")
+        except ApiException as exc:
+            if exc.status not in (404, 409):
+                raise
+
     def delete_statefulset(self, namespace: str, name: str, uid: str | None = None) -> bool:
         """True if deleted now; False if already gone. A uid precondition spares a successor."""
         options = kubernetes.client.V1DeleteOptions(

@@ -63,6 +63,7 @@ class Resync:
         for uid in live:  # the reservations' waits run out between events
             op.capacity.tend(uid)
         op.placement.flush_moves()
+        op.gates.tend()
         op.capacity.release_orphans(live)
         op.metrics.balloons_active.set(len(balloons))
         for obj in op.view.facts.policy_objects:

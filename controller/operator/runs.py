@@ -28,6 +28,7 @@ from controller.operator import policies
 from controller.operator.anchors import AnchorGuard
 from controller.operator.assistant import Assistant
 from controller.operator.capacity import Capacity
+from controller.operator.gates import Gates
 from controller.operator.marking import Marks
 from controller.operator.notify import Notifier, pipelinerun_ref
 from controller.operator.observe import Observer
@@ -63,6 +64,7 @@ class Operator:
         self.notifier = Notifier(kube)
         self.index = PodIndex()
         self.placement = Placement(kube, metrics, self.notifier, self.index, self.balloon_of)
+        self.gates = Gates(kube, self.index, metrics)
         self.anchors = AnchorGuard(kube, self.index, self.placement, metrics, self.notifier)
         self.waiting = WaitingPods(settings, self.index, metrics, self.notifier,
                                    self._claims_tekton_makes)
@@ -117,6 +119,7 @@ class Operator:
             self.reconciled.pop(uid, None)
         self.capacity.forget(uid)
         self.marks.forget(uid)
+        self.gates.forget(uid)
 
     def reconcile_run(self, body: Mapping[str, Any]) -> reconcile.Decision:
         run = tekton.PipelineRun.from_body(body)
@@ -135,6 +138,7 @@ class Operator:
         if run.finished:  # finished runs stay in the cluster: their estimate need not
             self.capacity.forget(run.uid)
             self.marks.forget(run.uid)
+            self.gates.forget(run.uid)
         if not serves and not run.finished:
             # Cheap exit for the common case; balloons left by a de-labelled namespace are
             # finished off by the resync once their runs end.

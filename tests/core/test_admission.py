@@ -9,7 +9,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from controller.core import admission, names
+from controller.core import admission, gate, names
 from controller.core.admission import Outcome
 from tests import factories
 from tests.conftest import StaticFacts
@@ -212,3 +212,51 @@ def test_a_topology_key_is_a_label_key_as_the_api_server_checks_it(key: str, val
     from controller.core.fragments import is_qualified_name
 
     assert is_qualified_name(key) is valid
+
+
+def gated_in(pod: dict[str, Any], facts: StaticFacts) -> tuple[admission.Decision, dict[str, Any]]:
+    review = factories.admission_review(pod)
+    review["request"]["namespace"] = pod["metadata"]["namespace"]
+    decision = admission.decide(review["request"], facts, gate_first_pods=True)
+    return decision, jsonpatch.apply_patch(pod, list(decision.patch))
+
+
+def test_a_first_pod_of_a_run_waits_behind_the_gate_until_its_anchor_is_bound(facts: StaticFacts) -> None:
+    decision, patched = gated_in(factories.taskrun_pod(), facts)
+    assert decision.outcome is Outcome.PATCHED and decision.gated
+    assert patched["spec"]["schedulingGates"] == [{"name": gate.GATE}]
+    assert gate.held(patched["spec"])
+
+
+def test_the_gate_joins_the_gates_a_pod_already_has(facts: StaticFacts) -> None:
+    pod = factories.taskrun_pod()
+    pod["spec"]["schedulingGates"] = [{"name": "example.com/quota"}]
+    _, patched = gated_in(pod, facts)
+    assert patched["spec"]["schedulingGates"] == [{"name": "example.com/quota"}, {"name": gate.GATE}]
+    again, _ = gated_in(patched, facts)  # a reinvocation: neither a second term nor gate
+    assert again.outcome is Outcome.ALREADY and again.patch == ()
+    assert gate.add(patched["spec"]) == []
+
+
+def test_a_pod_of_a_marked_run_is_not_gated(facts: StaticFacts) -> None:
+    """The mark is written once the balloon exists: the run's later pods are made beside it."""
+    decision, patched = gated_in(anchored_pod("team-a"), facts)
+    assert decision.outcome is Outcome.PATCHED and not decision.gated
+    assert "schedulingGates" not in patched["spec"]
+
+
+def test_a_pod_that_does_not_name_its_run_s_uid_is_not_gated(facts: StaticFacts) -> None:
+    """The leader finds the pods it releases by the run's uid: one without it would wait for ever."""
+    decision, patched = gated_in(factories.taskrun_pod(run_uid=None), facts)
+    assert decision.outcome is Outcome.PATCHED and not decision.gated
+    assert "schedulingGates" not in patched["spec"]
+
+
+def test_a_pod_left_alone_is_not_gated_either(facts: StaticFacts) -> None:
+    pod = factories.taskrun_pod(namespace="other")
+    decision, _ = gated_in(pod, facts)
+    assert decision.outcome is Outcome.NAMESPACE_DISABLED and decision.patch == ()
+
+
+def test_the_release_removes_only_our_gate_by_name() -> None:
+    assert gate.release() == {"spec": {"schedulingGates": [{"name": gate.GATE, "$patch": "delete"}]}}

@@ -1,0 +1,94 @@
+"""Releases the scheduling gate admission put on a run's pods (core/gate.py) once the run's
+balloon pod is bound: on the balloon pod's binding, on a gated pod's event when the anchor is
+already known (the webhook's view of it lags the leader's), at every resync round for a release
+that failed, and for every gated pod when this process stops leading.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+
+from controller.core import gate, names, tekton
+from controller.kube.client import ApiError, Kube, api_message
+from controller.metrics import Metrics
+from controller.operator.podindex import PodIndex
+
+log = structlog.get_logger(__name__)
+
+
+class Gates:
+    def __init__(self, kube: Kube, index: PodIndex, metrics: Metrics) -> None:
+        self.kube = kube
+        self.index = index
+        self.metrics = metrics
+        # run uid -> gated pods of the run not yet seen released: pod uid -> (namespace, name)
+        self._held: dict[str, dict[str, tuple[str, str]]] = {}
+        self._lock = threading.Lock()
+
+    def on_task_pod(self, pod: Mapping[str, Any], deleted: bool = False) -> None:
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        run = tekton.task_run_pod_run(meta.get("labels") or {})
+        if run is None or not run.uid:
+            return
+        pod_uid = str(meta.get("uid") or "")
+        with self._lock:
+            if deleted or not gate.held(spec):
+                held = self._held.get(run.uid)
+                if held is not None:
+                    held.pop(pod_uid, None)
+                    if not held:
+                        del self._held[run.uid]
+                return
+            self._held.setdefault(run.uid, {})[pod_uid] = (
+                str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        if self.index.anchor(run.uid):
+            self._release(run.uid)
+
+    def on_balloon_pod(self, pod: Mapping[str, Any], deleted: bool = False) -> None:
+        meta = pod.get("metadata") or {}
+        uid = str((meta.get("labels") or {}).get(names.LABEL_RUN_UID) or "")
+        if not deleted and (pod.get("spec") or {}).get("nodeName") and uid:
+            self._release(uid)
+
+    def tend(self) -> None:
+        """Releases what a failed call left held (called by the resync)."""
+        with self._lock:
+            runs = list(self._held)
+        for uid in runs:
+            if self.index.anchor(uid):
+                self._release(uid)
+
+    def release_all(self) -> None:
+        """This process stops leading: nothing it gated may wait for it (a rollback to a
+        release that does not know the gate would never release it)."""
+        with self._lock:
+            runs = list(self._held)
+        for uid in runs:
+            self._release(uid)
+
+    def forget(self, run_uid: str) -> None:
+        """The run ended or is deleted: its pods go with it, none waits for its anchor."""
+        self._release(run_uid)
+
+    def _release(self, run_uid: str) -> None:
+        with self._lock:
+            pods = list((self._held.get(run_uid) or {}).items())
+        for pod_uid, (namespace, name) in pods:
+            try:
+                self.kube.release_pod_gate(namespace, name, pod_uid, gate.release())
+            except ApiError as exc:
+                log.warning("could not release a pod's scheduling gate",
+                            error=f"{exc.status} {api_message(exc)}",
+                            object=f"Pod/{namespace}/{name}")
+                continue
+            self.metrics.gates_released.inc()
+            with self._lock:
+                held = self._held.get(run_uid)
+                if held is not None:
+                    held.pop(pod_uid, None)
+                    if not held:
+                        del self._held[run_uid]

@@ -1,0 +1,108 @@
+"""A run's first pods wait behind the scheduling gate only until its balloon pod is bound."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from controller.core import gate
+from controller.metrics import Metrics
+from controller.operator.gates import Gates
+from controller.operator.podindex import PodIndex
+from tests import factories
+from tests.operator.test_placement import balloon_pod, task_pod
+
+
+class Kube:
+    def __init__(self) -> None:
+        self.released: list[tuple[str, str, str]] = []
+        self.failing = False
+
+    def release_pod_gate(self, namespace: str, name: str, uid: str, patch: dict[str, Any]) -> None:
+        assert patch == gate.release()
+        if self.failing:
+            raise ApiException(status=500, reason="etcd leader changed")
+        self.released.append((namespace, name, uid))
+
+
+def gated(name: str) -> dict[str, Any]:
+    pod = task_pod(name, "")
+    pod["spec"]["schedulingGates"] = [{"name": gate.GATE}]
+    pod["status"] = {"phase": "Pending"}
+    return pod
+
+
+def make() -> tuple[Gates, PodIndex, Kube]:
+    index, kube = PodIndex(), Kube()
+    return Gates(kube, index, Metrics()), index, kube  # type: ignore[arg-type]
+
+
+def bind(gates: Gates, index: PodIndex, node: str = "node-a") -> None:
+    pod = balloon_pod("b-1", node)
+    index.balloon_event(pod, deleted=False)
+    gates.on_balloon_pod(pod)
+
+
+def test_gated_pods_are_released_when_the_balloon_pod_is_bound() -> None:
+    gates, index, kube = make()
+    for name in ("compile", "lint"):
+        gates.on_task_pod(gated(name))
+    unbound = balloon_pod("b-1", "")
+    index.balloon_event(unbound, deleted=False)
+    gates.on_balloon_pod(unbound)
+    assert kube.released == []  # the balloon waits for its node: so do they
+    bind(gates, index)
+    assert sorted((ns, uid) for ns, _, uid in kube.released) == [
+        ("team-a", "uid-compile"), ("team-a", "uid-lint")]
+    bind(gates, index)  # the balloon's next event: nothing held any more, nothing asked
+    assert len(kube.released) == 2
+
+
+def test_a_gated_pod_seen_after_its_anchor_is_bound_is_released_at_once() -> None:
+    """The webhook gates by the run's mark; a pod made just before the mark reached its TaskRun
+    comes to a bound anchor."""
+    gates, index, kube = make()
+    bind(gates, index)
+    gates.on_task_pod(gated("compile"))
+    assert [uid for _, _, uid in kube.released] == ["uid-compile"]
+
+
+def test_a_released_or_deleted_pod_is_forgotten() -> None:
+    gates, index, kube = make()
+    gates.on_task_pod(gated("compile"))
+    gates.on_task_pod(gated("lint"), deleted=True)
+    released = gated("test")
+    gates.on_task_pod(released)
+    released["spec"]["schedulingGates"] = []
+    gates.on_task_pod(released)  # released by someone else (a previous leader)
+    bind(gates, index)
+    assert [uid for _, _, uid in kube.released] == ["uid-compile"]
+
+
+def test_a_failed_release_is_tried_again_by_the_resync() -> None:
+    gates, index, kube = make()
+    gates.on_task_pod(gated("compile"))
+    kube.failing = True
+    bind(gates, index)
+    assert kube.released == []
+    kube.failing = False
+    gates.tend()
+    assert [uid for _, _, uid in kube.released] == ["uid-compile"]
+
+
+def test_a_leader_that_stops_releases_every_pod_it_held() -> None:
+    """Whoever leads next may not know the gate (a rollback): no pod may wait for this one."""
+    gates, _, kube = make()
+    gates.on_task_pod(gated("compile"))
+    gates.tend()  # no anchor: still held
+    assert kube.released == []
+    gates.release_all()
+    assert [uid for _, _, uid in kube.released] == ["uid-compile"]
+
+
+def test_a_run_that_ends_leaves_no_pod_held() -> None:
+    gates, _, kube = make()
+    gates.on_task_pod(gated("compile"))
+    gates.forget(factories.RUN_UID)
+    assert [uid for _, _, uid in kube.released] == ["uid-compile"]
