@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.core import affinity, anchor, nodes, tekton, waiting
+from controller.core import affinity, anchor, gate, nodes, tekton, waiting
 from controller.core.pods import scheduled_condition
 
 
@@ -123,6 +123,12 @@ def _pods(o: Observed, node_name: str, out: list[str], problems: list[tuple[str,
     for pod in sorted(o.pods, key=lambda p: str(_meta(p).get("name"))):
         meta, spec = _meta(pod), pod.get("spec") or {}
         tied = "yes" if affinity.balloon_terms(spec) else "no"
+        if gate.held(spec):
+            tied += ", gated until the anchor is bound"
+            if node_name:
+                problems.append((f"pod {meta.get('name')} is still gated, its anchor bound",
+                                 "the leader takes the gate off: is a replica of "
+                                 "tekton-coscheduler leading? (its logs, its Lease)"))
         phase = str((pod.get("status") or {}).get("phase") or "")
         rows.append([str(meta.get("name")), str((meta.get("labels") or {}).get(
             "tekton.dev/pipelineTask", "")), str(spec.get("nodeName") or "-"), phase, tied])

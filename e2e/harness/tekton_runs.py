@@ -145,6 +145,7 @@ class PodSeen:
     spec: dict[str, Any] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     deleted: bool = False
+    gates: tuple[str, ...] = ()  # its scheduling gates when first seen (as made, if watched)
 
     @property
     def task(self) -> str:
@@ -218,7 +219,8 @@ class PodRecorder:
             seen = self._pods.get(key)
             if seen is None:
                 seen = self._pods[key] = PodSeen(
-                    name=pod.metadata.name, labels=dict(pod.metadata.labels or {}), first_seen=now
+                    name=pod.metadata.name, labels=dict(pod.metadata.labels or {}), first_seen=now,
+                    gates=tuple(g.name for g in pod.spec.scheduling_gates or ()),
                 )
             if pod.spec.node_name and seen.node is None:
                 seen.node = pod.spec.node_name

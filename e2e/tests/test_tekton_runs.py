@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from controller.core import names
+from controller.core import gate, names
 from e2e.harness import tekton_runs as tr
 from e2e.harness.coscheduler import Coscheduler
 from e2e.harness.runs import Runs, assert_co_located, assert_untouched
@@ -41,6 +41,26 @@ SLOW = {tr.RUN_SECONDS: "30"}
 
 
 # -- the pipeline shapes --------------------------------------------------------------------
+
+
+def test_a_run_s_first_pod_waits_behind_the_gate_until_its_balloon_pod_is_bound(
+        runs: Runs) -> None:
+    """Its claim is bound with the balloon: the first pod comes to a bound volume instead of
+    racing the balloon for it. The run's later pods, made once it is marked, are not gated."""
+    s = runs
+    s.local_pvs_everywhere()
+    run = s.start(tr.fan_out_fan_in(tr.unique("gate")))
+    uid = run["metadata"]["uid"]
+    anchor = s.anchor(run)
+    assert tr.outcome(s.done(run)) == ("True", "Succeeded")
+    pods = assert_co_located(s, run, anchor, ALL_TASKS)
+    [first] = [p for p in pods if p.task == FETCH]
+    assert first.gates == (gate.GATE,) and not gate.held(first.spec)
+    balloon_bound = min(b.bound_at or 0.0 for b in s.recorder.balloons(uid))
+    assert first.bound_at is not None and first.bound_at >= balloon_bound
+    for pod in pods:
+        if pod.labels.get(names.LABEL_ANCHORED) == uid:
+            assert gate.GATE not in pod.gates, pod.name
 
 
 @pytest.mark.matrix

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.core import balloon, explain
+from controller.core import balloon, explain, gate
 from controller.core.tekton import PipelineRun
 from controller.settings import Settings
 from tests import factories
@@ -68,3 +68,17 @@ def test_a_run_that_is_not_there_says_so() -> None:
 def test_a_namespace_that_did_not_opt_in_is_a_problem_with_its_remedy() -> None:
     text = "\n".join(explain.report(explain.Observed(factories.pipelinerun(), False, False, None)))
     assert "has not opted in" in text and "tekton-coscheduler.dev/enabled=true" in text
+
+
+def test_a_pod_held_by_the_gate_says_so_and_one_held_past_its_anchor_is_a_problem() -> None:
+    held = task_pod("build")
+    held["spec"]["schedulingGates"] = [{"name": gate.GATE}]
+
+    def text(balloon_pods: list[dict[str, Any]]) -> str:
+        return "\n".join(explain.report(explain.Observed(
+            run=factories.pipelinerun(), namespace_enabled=True, assistant_on=False,
+            balloon=sts(), balloon_pods=balloon_pods, pods=[held])))
+
+    waiting = text([])
+    assert "gated until the anchor is bound" in waiting and "still gated" not in waiting
+    assert "pod build-42-build-pod is still gated, its anchor bound" in text([balloon_pod("n1")])
