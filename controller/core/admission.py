@@ -84,7 +84,8 @@ def parse(body: bytes) -> tuple[str, Mapping[str, Any]]:
 def decide(request: Mapping[str, Any], facts: Facts, gate_first_pods: bool = False) -> Decision:
     """`gate_first_pods`: a pod of a run not marked yet (core/mark.py) is made before the run's
     balloon is, or just after: it waits behind a scheduling gate until the balloon pod is bound
-    (core/gate.py). A marked run's later pods are made once it is."""
+    (core/gate.py). A marked run's pods are not gated: they are its later ones, made (as a
+    rule) once the first have run beside a bound balloon."""
     kind = request.get("kind") or {}
     obj = request.get("object")
     if (

@@ -6,8 +6,8 @@ pod's binding loses the update race, and the pod waits out the scheduler's backo
 or more) although its node was known. So admission, in either mode, adds this gate to the pods
 of a run not marked yet (core/mark.py: the first pods, made before the run's balloon or with
 it), and the leader removes it as soon as the balloon pod is bound: the scheduler does not even
-queue a gated pod, and sees it once its volumes are bound. The pods made after the mark are
-made once the first ones have run, beside a bound balloon.
+queue a gated pod, and sees it once its volumes are bound. The pods made after the mark are,
+as a rule, made once the first ones have run, beside a bound balloon: they are not gated.
 
 The gate only ever delays a pod until its anchor is known; where the pod goes is the
 affinity's business. So it is removed, whatever else, when the balloon pod is bound, and by a

@@ -141,9 +141,9 @@ class Kube:
                 raise
 
     def release_pod_gate(self, namespace: str, name: str, uid: str,
-                         patch: Mapping[str, Any]) -> None:
-        """A strategic merge patch of that pod's scheduling gates (core/gate.py); a pod gone,
-        or replaced by one of the same name (the uid precondition), is left."""
+                         patch: Mapping[str, Any]) -> bool:
+        """A strategic merge patch of that pod's scheduling gates (core/gate.py). False for a
+        pod gone, or replaced by one of the same name (the uid precondition): left alone."""
         body = {**patch, "metadata": {"uid": uid}}
         try:
             self.send(self.core.patch_namespaced_pod, name, namespace, body,
@@ -151,6 +151,8 @@ class Kube:
         except ApiException as exc:
             if exc.status not in (404, 409):
                 raise
+            return False
+        return True
 
     def delete_statefulset(self, namespace: str, name: str, uid: str | None = None) -> bool:
         """True if deleted now; False if already gone. A uid precondition spares a successor."""

@@ -1,7 +1,8 @@
 """Releases the scheduling gate admission put on a run's pods (core/gate.py) once the run's
 balloon pod is bound: on the balloon pod's binding, on a gated pod's event when the anchor is
-already known (the webhook's view of it lags the leader's), at every resync round for a release
-that failed, and for every gated pod when this process stops leading.
+already known (a pod made just before the run's mark reached its TaskRun, or replayed by the
+pod watch after a restart), at every resync round for a release that failed, for a run that
+ends, and for every gated pod when this process stops leading.
 """
 
 from __future__ import annotations
@@ -79,13 +80,13 @@ class Gates:
             pods = list((self._held.get(run_uid) or {}).items())
         for pod_uid, (namespace, name) in pods:
             try:
-                self.kube.release_pod_gate(namespace, name, pod_uid, gate.release())
+                if self.kube.release_pod_gate(namespace, name, pod_uid, gate.release()):
+                    self.metrics.gates_released.inc()
             except ApiError as exc:
                 log.warning("could not release a pod's scheduling gate",
                             error=f"{exc.status} {api_message(exc)}",
                             object=f"Pod/{namespace}/{name}")
                 continue
-            self.metrics.gates_released.inc()
             with self._lock:
                 held = self._held.get(run_uid)
                 if held is not None:

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from controller.core import gate
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import ClusterHandle
 from e2e.harness.cluster.processes import free_port
@@ -97,3 +98,36 @@ def test_in_policy_mode_a_run_outlives_its_dead_replica(
     assert tr.outcome(s.done(run)) == ("True", "Succeeded")
     assert_co_located(s, run, anchor, [tr.FETCH, *tr.FAN_OUT, tr.PUBLISH])
     s.wait_no_balloon(run)
+
+
+def test_in_policy_mode_a_run_started_with_no_replica_waits_gated_and_goes_once_one_leads(
+    runs: Runs, coscheduler: Coscheduler
+) -> None:
+    """No replica at all when the run starts: the policy still ties and gates its first pod,
+    which waits (no balloon, no leader to take the gate off) rather than run away from the
+    volume. The replica comes back: its pod watch replays the gated pod, the balloon is made and
+    bound, the gate comes off, and the run succeeds on its anchor."""
+    assert coscheduler.env()["COSCHEDULER_ADMISSION_MODE"] == "policy"
+    s = runs
+    s.local_pvs_everywhere()
+    coscheduler.kill()
+    try:
+        run = s.start(tr.fan_out_fan_in(tr.unique("gated")))
+        uid = run["metadata"]["uid"]
+        [first] = s.recorder.wait_pods(uid, [tr.FETCH], bound=False)
+        assert first.gates == (gate.GATE,)
+        # The scheduler saw it and left it for the gate: it is not tried while no one leads.
+        s.cluster.wait_for(lambda: _scheduled_reason(s, first.name) == "SchedulingGated",
+                           timeout=30, what=f"{first.name} held by its scheduling gate")
+    finally:
+        coscheduler.start()
+    anchor = s.anchor(run)
+    assert tr.outcome(s.done(run)) == ("True", "Succeeded")
+    assert_co_located(s, run, anchor, [tr.FETCH, *tr.FAN_OUT, tr.PUBLISH])
+    s.wait_no_balloon(run)
+
+
+def _scheduled_reason(s: Runs, pod: str) -> str:
+    status = s.core.read_namespaced_pod(pod, s.ns).status
+    found = [c.reason for c in status.conditions or [] if c.type == "PodScheduled"]
+    return str(found[0]) if found else ""

@@ -64,3 +64,41 @@ def test_a_write_before_leading_says_it_has_no_holder() -> None:
     with capture_logs() as logs:
         kube.api.call_api("PATCH", f"{BASE}/api/v1/namespaces/ns/events/e")
     assert [(e["event"], e["holder"]) for e in logs] == [("api write", None)]
+
+
+def test_the_gate_comes_off_by_a_strategic_merge_patch_that_spares_a_successor_pod() -> None:
+    """The patch names the pod's uid: a pod of the same name made since (a retried TaskRun) is
+    not touched, and neither it nor a pod gone counts as released."""
+    calls: list[dict[str, Any]] = []
+    answer: list[int] = [200]
+
+    class Sent(Response):
+        class response:  # the raw answer, which a write reads to its end
+            @staticmethod
+            def read() -> bytes:
+                return b"{}"
+
+            @staticmethod
+            def release_conn() -> None:
+                pass
+
+    api = kubernetes.client.ApiClient()
+
+    def call_api(method: str, url: str, header_params: Any = None, body: Any = None,
+                 *args: Any, **kwargs: Any) -> Sent:
+        calls.append({"method": method, "url": url, "headers": header_params, "body": body})
+        if answer[0] != 200:
+            raise kubernetes.client.exceptions.ApiException(status=answer[0])
+        return Sent()
+
+    api.call_api = call_api  # type: ignore[method-assign]
+    kube = Kube(api, metrics=Metrics())
+    patch = {"spec": {"schedulingGates": [{"name": "g", "$patch": "delete"}]}}
+    assert kube.release_pod_gate("ns", "p", "uid-1", patch) is True
+    [sent] = calls
+    assert sent["method"] == "PATCH" and sent["url"].endswith("/api/v1/namespaces/ns/pods/p")
+    assert sent["headers"]["Content-Type"] == "application/strategic-merge-patch+json"
+    assert sent["body"] == {**patch, "metadata": {"uid": "uid-1"}}
+    for status in (404, 409):
+        answer[0] = status
+        assert kube.release_pod_gate("ns", "p", "uid-1", patch) is False

@@ -19,11 +19,12 @@ class Kube:
         self.released: list[tuple[str, str, str]] = []
         self.failing = False
 
-    def release_pod_gate(self, namespace: str, name: str, uid: str, patch: dict[str, Any]) -> None:
+    def release_pod_gate(self, namespace: str, name: str, uid: str, patch: dict[str, Any]) -> bool:
         assert patch == gate.release()
         if self.failing:
             raise ApiException(status=500, reason="etcd leader changed")
         self.released.append((namespace, name, uid))
+        return True
 
 
 def gated(name: str) -> dict[str, Any]:
