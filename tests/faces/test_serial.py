@@ -6,6 +6,7 @@ import threading
 
 from controller.faces.serial import Serial
 from controller.metrics import Metrics
+from tests.readings import said
 
 
 def test_an_object_s_events_are_handled_one_at_a_time_and_the_newest_wins() -> None:
@@ -45,11 +46,6 @@ def test_an_object_s_events_are_handled_one_at_a_time_and_the_newest_wins() -> N
     assert overlaps == []
     assert said(metrics, "events_superseded_total") == 3
     assert said(metrics, "events_waiting") == 0
-
-
-def said(metrics: Metrics, name: str) -> float | None:
-    """What /metrics tells an administrator."""
-    return metrics.registry.get_sample_value(f"tekton_coscheduler_{name}")
 
 
 def test_a_handler_that_fails_does_not_stop_the_others() -> None:

@@ -12,6 +12,7 @@ from controller.operator.gates import Gates
 from controller.operator.podindex import PodIndex
 from tests import factories
 from tests.operator.test_placement import balloon_pod, task_pod
+from tests.readings import said
 
 
 class Kube:
@@ -39,6 +40,10 @@ def make() -> tuple[Gates, PodIndex, Kube]:
     return Gates(kube, index, Metrics()), index, kube  # type: ignore[arg-type]
 
 
+def released(gates: Gates) -> float | None:
+    return said(gates.metrics, "gates_released_total")
+
+
 def bind(gates: Gates, index: PodIndex, node: str = "node-a") -> None:
     pod = balloon_pod("b-1", node)
     index.balloon_event(pod, deleted=False)
@@ -57,7 +62,7 @@ def test_gated_pods_are_released_when_the_balloon_pod_is_bound() -> None:
     assert sorted((ns, uid) for ns, _, uid in kube.released) == [
         ("team-a", "uid-compile"), ("team-a", "uid-lint")]
     bind(gates, index)  # the balloon's next event: nothing held any more, nothing asked
-    assert len(kube.released) == 2
+    assert len(kube.released) == 2 and released(gates) == 2
 
 
 def test_a_gated_pod_seen_after_its_anchor_is_bound_is_released_at_once() -> None:
