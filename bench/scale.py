@@ -319,7 +319,8 @@ def main() -> int:
     args = parser.parse_args()
     results: list[ModeResult] = []
     with LocalCluster() as cluster:
-        say(f"{args.nodes} kwok nodes in two zones, a zonal volume for every run")
+        say(f"{args.nodes} kwok nodes in two zones (each mode gets a zonal volume a run, made "
+            "just before it)")
         cluster.add_nodes(args.nodes, pods=500, cpu="64", memory="256Gi", wait=False)
         cluster.start_tekton(api_qps=args.tekton_qps)
         install_crds(cluster)
