@@ -136,16 +136,20 @@ def notice(
 CONTROLLER_GRACE = 60.0
 
 
-def no_pod(age: float, grace: float, failures: Sequence[str]) -> Notice | None:
+def no_pod(age: float, grace: float, failures: Sequence[str],
+           controller_idle: float = float("inf")) -> Notice | None:
     """A balloon StatefulSet without a pod `age` seconds after it was made: a Warning once the
     StatefulSet controller has said why it could not make one (`failures`: its FailedCreate
-    Events, newest last; quota, LimitRange, admission), or once it has been silent for long."""
+    Events, newest last; quota, LimitRange, admission), or once it has been silent for long:
+    it has made this pod nor any other balloon's for a while (`controller_idle`: seconds since
+    the newest balloon pod seen was made). A controller that keeps making the others' is
+    working through a burst, at its own rate (1,000 runs at once: more than a minute)."""
     if age < grace:
         return None
     if failures:
         return Notice("BalloonNotPlaced", f"the balloon's pod could not be made ({failures[-1]}); "
                       "the run's pods wait for it")
-    if age < max(grace, CONTROLLER_GRACE):
+    if age < max(grace, CONTROLLER_GRACE) or controller_idle < CONTROLLER_GRACE:
         return None
     return Notice("BalloonNotPlaced", f"the balloon's StatefulSet has made no pod in {int(age)}s "
                   "(is kube-controller-manager running?); the run's pods wait for it")

@@ -58,6 +58,8 @@ class PodIndex:
         # (namespace, claim) -> runs whose live balloon mounts it: what a run's decision reads
         # of the others, whatever the number of runs
         self._mounting: dict[tuple[str, str], set[str]] = {}
+        # When the newest balloon pod seen was made: the StatefulSet controller is at work
+        self.newest_balloon_pod: datetime | None = None
         self._lock = threading.Lock()
 
     def _run(self, uid: str) -> RunState:
@@ -89,6 +91,9 @@ class PodIndex:
             previous = state.balloon.node if state.balloon else None
             waiting, message, since = _unschedulable(pod)
             pod_uid = str(meta.get("uid") or "")
+            made = parse_time(meta.get("creationTimestamp"))
+            if made and (self.newest_balloon_pod is None or made > self.newest_balloon_pod):
+                self.newest_balloon_pod = made
             if deleted:
                 if state.balloon and state.balloon.uid == pod_uid:
                     self._set_balloon(uid, state, None)

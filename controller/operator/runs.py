@@ -285,7 +285,9 @@ class Operator:
             return  # the pod watch has not shown it yet
         meta = sts["metadata"]
         failures = self.kube.event_messages(run.namespace, str(meta.get("uid")), "FailedCreate")
-        notice = waiting.no_pod(age, grace, failures)
+        newest = self.index.newest_balloon_pod
+        idle = (datetime.now(UTC) - newest).total_seconds() if newest else float("inf")
+        notice = waiting.no_pod(age, grace, failures, idle)
         if notice is not None:
             self.metrics.balloon_problems.labels(reason="not-placed").inc()
             self.notifier.tell(pipelinerun_ref(run.name, run.namespace, run.uid), notice, run.uid)

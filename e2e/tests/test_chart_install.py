@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from controller.core import names
+from controller.core import gate, names
 from e2e.harness import chart
 from e2e.harness.cluster import ClusterHandle
 from e2e.harness.coscheduler import Coscheduler
@@ -62,6 +62,15 @@ def test_chart_identity_is_refused_what_it_must_not_do(
                          "pipelineSpec": {"tasks": [{"name": "t", "taskSpec": {"steps": [
                              {"name": "s", "image": "busybox", "script": "true"}]}}]}}})
 
+        # a pod held by our gate and another's, as its owner made it
+        client.CoreV1Api(admin).create_namespaced_pod(ns, {
+            "metadata": {"name": "held", "labels": {"team": "a"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}],
+                     "schedulingGates": [{"name": gate.GATE}, {"name": "example.com/quota"}]}})
+
+    def patch_pod(body: dict[str, Any]) -> Callable[[], Any]:
+        return lambda: core.patch_namespaced_pod("held", ns, body)
+
     def patch_run(body: dict[str, Any]) -> Callable[[], Any]:
         return lambda: custom.patch_namespaced_custom_object(
             "tekton.dev", "v1", ns, "pipelineruns", "theirs", body)
@@ -93,6 +102,15 @@ def test_chart_identity_is_refused_what_it_must_not_do(
         "patch a run's own labels": patch_run({"metadata": {"labels": {"team": "b"}}}),
         "remove a run's label": patch_run({"metadata": {"labels": {"team": None}}}),
         "add a run's annotation": patch_run({"metadata": {"annotations": {"x": "y"}}}),
+        # it may take its scheduling gate off a pod, nothing else of a pod changing
+        "swap a pod's image": patch_pod(
+            {"spec": {"containers": [{"name": "c", "image": "evil.example.com/x"}]}}),
+        "relabel a pod": patch_pod({"metadata": {"labels": {"team": "b"}}}),
+        "take another's gate off": patch_pod({"spec": {"schedulingGates": [
+            {"name": "example.com/quota", "$patch": "delete"}]}}),
+        "take both gates off": patch_pod({"spec": {"schedulingGates": [
+            {"name": gate.GATE, "$patch": "delete"},
+            {"name": "example.com/quota", "$patch": "delete"}]}}),
         "delete namespaces": lambda: core.delete_namespace(ns),
         "write Tekton's config": lambda: core.patch_namespaced_config_map(
             "feature-flags", "tekton-pipelines", {"data": {"coschedule": "workspaces"}}
@@ -119,6 +137,9 @@ def test_chart_identity_is_refused_what_it_must_not_do(
     assert allowed_anyway == []
     patch_run({"metadata": {"labels": {names.LABEL_ANCHORED: "uid"},
                             "annotations": {names.ANNOTATION_TOPOLOGY_KEY: "zone"}}})()
+    patch_pod(gate.release())()
+    gates = core.read_namespaced_pod("held", ns).spec.scheduling_gates
+    assert [g.name for g in gates] == ["example.com/quota"]
     # and what it needs works
     assert core.list_namespace(label_selector=f"{names.NAMESPACE_LABEL}=true") is not None
     assert (

@@ -84,6 +84,9 @@ def test_a_balloon_without_a_pod_is_said_with_the_controller_s_failure_or_after_
     assert waiting.no_pod(59, 5, []) is None  # a busy controller, in a burst
     silent = waiting.no_pod(61, 5, [])
     assert silent is not None and "kube-controller-manager" in silent.message
+    # making the others' pods of a burst, 40 s ago the last: at work, behind
+    assert waiting.no_pod(61, 5, [], controller_idle=40) is None
+    assert waiting.no_pod(61, 5, [], controller_idle=61) is not None
 
 
 def test_a_pod_taking_its_turn_after_its_run_s_own_pods_is_not_a_warning() -> None:

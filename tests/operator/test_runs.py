@@ -319,7 +319,8 @@ def test_runs_waiting_for_their_anchor_are_said_from_the_pod_watch_not_listed() 
 def test_a_balloon_whose_pod_could_not_be_made_is_said_with_the_controller_s_words() -> None:
     """No pod past the grace: the StatefulSet controller's FailedCreate (quota, LimitRange,
     admission) is the why; without one, nothing is said until the controller has been silent
-    for a minute (a burst of runs keeps it busy, and that resolves itself)."""
+    for a minute, making neither this pod nor another balloon's (a burst of runs keeps it busy,
+    and that resolves itself)."""
     kube = MemoryKube()
     kube.list_balloon_pods = lambda namespace, run_uid: []  # type: ignore[method-assign]
     failures: list[str] = []
@@ -347,6 +348,14 @@ def test_a_balloon_whose_pod_could_not_be_made_is_said_with_the_controller_s_wor
     failures.clear()
     kube.events.clear()
     made(61)
+    other = {"metadata": {"name": "coschedule-other-0", "namespace": "team-a", "uid": "p-other",
+                          "creationTimestamp": (datetime.now(UTC) - timedelta(seconds=30)).strftime(
+                              "%Y-%m-%dT%H:%M:%SZ"),
+                          "labels": balloon.selector_labels("other-uid")}, "spec": {}}
+    silent.index.balloon_event(other, deleted=False)  # another run's, made 30 s ago: a burst
+    silent.check_placed(run, sts)
+    assert [r for r, _ in kube.events if r == "BalloonNotPlaced"] == []
+    silent.index.newest_balloon_pod = datetime.now(UTC) - timedelta(seconds=61)
     silent.check_placed(run, sts)
     said = [m for r, m in kube.events if r == "BalloonNotPlaced"]
     assert len(said) == 1 and "kube-controller-manager" in said[0]
