@@ -193,14 +193,21 @@ def one_mode(cluster: LocalCluster, mode: str, runs: int, namespaces: int, opera
         peak = [tree_rss_mib(pid) if pid else 0.0]
         created: dict[str, tuple[str, float]] = {}  # run name -> (uid, client time)
         done: dict[str, dict[str, Any]] = {}
+        # run uid -> when its balloon StatefulSet was made (the API server's clock, 1 s steps):
+        # what tells our reaction apart from the StatefulSet controller's in a balloon's delay
+        sts_made: dict[str, float] = {}
         stop = threading.Event()
 
         def sample() -> None:
             t0 = time.time()
             while not stop.is_set():
                 live = len(created) - len(done)
-                balloons = len(balloons_in(apps, nss)) if mode == OURS else 0
-                result.series.append((time.time() - t0, live, balloons))
+                listed = balloons_in(apps, nss) if mode == OURS else []
+                for sts in listed:
+                    uid = (sts.metadata.labels or {}).get(names.LABEL_RUN_UID)
+                    if uid and sts.metadata.creation_timestamp:
+                        sts_made.setdefault(uid, sts.metadata.creation_timestamp.timestamp())
+                result.series.append((time.time() - t0, live, len(listed)))
                 if pid:
                     peak[0] = max(peak[0], tree_rss_mib(pid))
                 stop.wait(2)
@@ -264,7 +271,7 @@ def one_mode(cluster: LocalCluster, mode: str, runs: int, namespaces: int, opera
         for reasons in warned.values():
             for reason in reasons:
                 result.warnings[reason] = result.warnings.get(reason, 0) + 1
-        lags = []
+        lags, to_sts, to_pod = [], [], []
         for name, (uid, t_created) in created.items():
             run = done.get(name)
             result.succeeded += bool(run and tr.outcome(run) == ("True", "Succeeded"))
@@ -275,6 +282,9 @@ def one_mode(cluster: LocalCluster, mode: str, runs: int, namespaces: int, opera
             if anchor is not None:
                 result.anchors.append((anchor.bound_at or 0) - t_created)
                 lags.append(anchor.first_seen - t_created)
+                if uid in sts_made:
+                    to_sts.append(sts_made[uid] - t_created)
+                    to_pod.append(anchor.first_seen - sts_made[uid])
                 anchored = {b.node for b in balloons}
                 result.misplaced += sum(1 for p in pods if p.node and p.node not in anchored)
             fetch = [p.bound_at for p in pods if p.task == tr.FETCH and p.bound_at]
@@ -287,6 +297,9 @@ def one_mode(cluster: LocalCluster, mode: str, runs: int, namespaces: int, opera
         if lags:
             stats["reconcile_lag_p50_s"] = pct(lags, 50)
             stats["reconcile_lag_p99_s"] = pct(lags, 99)
+        if to_sts:  # the lag above in two: our part, then the StatefulSet controller's
+            stats["run_to_statefulset_p50_p99_s"] = (pct(to_sts, 50), pct(to_sts, 99))
+            stats["statefulset_to_pod_p50_p99_s"] = (pct(to_pod, 50), pct(to_pod, 99))
     result.operator = stats
     result.anchor_p50, result.anchor_p99 = pct(result.anchors, 50), pct(result.anchors, 99)
     result.first_layer_p50 = pct(result.first_layers, 50)
