@@ -130,6 +130,8 @@ def decide(request: Mapping[str, Any], facts: Facts, gate_first_pods: bool = Fal
     if term is None:
         return Decision(Outcome.INVALID_LABELS, run=run)
     ops = affinity.patch_for(spec, term)
+    if not anchored:
+        ops = [*ops, *mark.tie(labels)]
     # Only a pod that names its run's uid: the leader finds the pods it releases by it.
     gated = gate_first_pods and not anchored and bool(run.uid) and is_label_value(run.uid)
     if gated:

@@ -50,6 +50,17 @@ def ready(run: tekton.PipelineRun) -> bool:
     return bool(run.labels.get(tekton.LABEL_PIPELINE)) and bool(run.status.get("pipelineSpec"))
 
 
+def tie(labels: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The JSONPatch operation that labels a pod admission ties to a balloon before its run is
+    marked (names.LABEL_TIED): the leader watches the pods it serves by these labels, so the
+    pods of runs it does not serve never reach it. A marked run's pods carry the mark instead
+    (a pod carries one or the other, never both: the leader's watches do not overlap)."""
+    if names.LABEL_TIED in labels:
+        return []
+    return [{"op": "add", "path": "/metadata/labels/" + names.LABEL_TIED.replace("~", "~0")
+             .replace("/", "~1"), "value": "true"}]
+
+
 def patch(run_uid: str, key: str, installation: str) -> dict[str, Any]:
     """The merge patch that marks a PipelineRun or a TaskRun of the run."""
     return {"metadata": {

@@ -23,6 +23,9 @@ LABEL_ANCHORED: Final = f"{DOMAIN}/anchored"
 ANNOTATION_TOPOLOGY_KEY: Final = f"{DOMAIN}/topology-key"
 # Which installation anchored it: its namespace label, as `label=value`.
 ANNOTATION_ANCHORED_BY: Final = f"{DOMAIN}/anchored-by"
+# On a pod admission tied to a balloon while its run was not marked yet (its first pods): with
+# the mark and our own pods' label, what the leader's pod watches select (faces/streams.py).
+LABEL_TIED: Final = f"{DOMAIN}/tied"
 
 # Written on our own StatefulSet only.
 ANNOTATION_ANCHORED_NODE: Final = f"{DOMAIN}/anchored-node"

@@ -21,11 +21,11 @@ import structlog
 
 from controller.core import names
 from controller.faces import kopf_handlers, probes
-from controller.faces.streams import Streams, pod_label_selector
+from controller.faces.streams import Streams
 from controller.kube.admission_policies import AdmissionPolicies
 from controller.kube.caches import Caches
 from controller.kube.client import Kube
-from controller.kube.clusterview import ClusterView, Facts
+from controller.kube.clusterview import ClusterView
 from controller.kube.connection import load_client_config
 from controller.kube.inspection import Inspection
 from controller.kube.leadership import LeaderElector, default_namespace, identity
@@ -81,16 +81,6 @@ async def synced(view: ClusterView) -> None:
         await asyncio.sleep(0.2)
 
 
-def warn_if_tekton_relabels(old: Facts, new: Facts) -> None:
-    if old.synced and old.tekton_managed_by != new.tekton_managed_by:
-        log.warning(
-            "Tekton's default-managed-by-label-value changed: a leading replica watches pods "
-            "with the new value only after a restart (misplaced pods go unnoticed until then)",
-            old=old.tekton_managed_by,
-            new=new.tekton_managed_by,
-        )
-
-
 async def resync_forever(
     operator: Operator, interval: float, bindings: PolicyBindings | None = None
 ) -> None:
@@ -135,11 +125,9 @@ async def reconcile_while_leading(
 ) -> int:
     """Waits for leadership, then runs kopf and the resync until told to stop or the lead is
     lost. Returns the exit code: LOST_LEADERSHIP when the Lease was lost."""
-    # Only a replica that knows the cluster may lead: the pod watch's selector depends on it.
+    # Only a replica that knows the cluster may lead: which namespaces it serves, above all.
     if not await first_of(synced(view), stop.wait()):
         return 0
-    pod_selector = pod_label_selector(view.facts.tekton_managed_by)
-    log.info("pods watched once leading", label_selector=pod_selector)
     elector = None
     if settings.leader_election:
         elector = LeaderElector(
@@ -159,7 +147,7 @@ async def reconcile_while_leading(
         operator.caches.follow_namespaces(view.facts, view.facts)
     if bindings is not None:
         bindings.active = True  # from now on every change of the view is acted on
-    streams = Streams(operator, kube, pod_selector, settings.api_timeout, operator.metrics)
+    streams = Streams(operator, kube, settings.api_timeout, operator.metrics)
     streams.start()
     resync = asyncio.create_task(resync_forever(operator, settings.resync_interval, bindings))
     watchdog = asyncio.create_task(watch_anchors_forever(operator, WATCH_INTERVAL))
@@ -213,7 +201,6 @@ async def run(settings: Settings) -> int:
     metrics = Metrics()
     kube = Kube(load_client_config(), timeout=settings.api_timeout, metrics=metrics)
     view = ClusterView(settings, kube)
-    view.subscribe(warn_if_tekton_relabels)
     versions = Versions(metrics)
     versions.kubernetes(server_version(kube))
     view.subscribe(versions.on_facts)

@@ -22,12 +22,18 @@ WORKERS = 6
 Handler = Callable[[str, Obj], None]
 
 
-def pod_label_selector(tekton_managed_by: str) -> str:
-    """What the pod watch asks the API server for: our balloon and reservation pods and
-    Tekton's TaskRun pods. Without it, every pod event of the cluster reaches the leader (about
-    1 ms of CPU each to parse and drop, bench/pod_churn.py)."""
-    values = ",".join(sorted({names.APP, tekton_managed_by}))
-    return f"{names.LABEL_MANAGED_BY} in ({values})"
+# What the pod watches ask the API server for, one watch each: our balloon and reservation
+# pods; the pods of runs we marked (core/mark.py: Tekton copies the mark to them); the pods
+# admission tied before their run was marked (its first ones). The three never overlap, and the
+# pods of runs we do not serve are in none: they never reach the leader (bench-scale's "not
+# ours": the events of those pods were most of what such a run cost). A pod of an enabled
+# namespace that admission left alone (opted out, or made while no replica answered) carries
+# no term of ours either way: the leader never acted on one.
+POD_SELECTORS = {
+    "pods": f"{names.LABEL_MANAGED_BY}={names.APP}",
+    "pods-marked": names.LABEL_ANCHORED,
+    "pods-tied": names.LABEL_TIED,
+}
 
 
 def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -35,7 +41,7 @@ def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 class Streams:
-    def __init__(self, operator: Operator, kube: Kube, pod_selector: str, timeout: float,
+    def __init__(self, operator: Operator, kube: Kube, timeout: float,
                  metrics: Metrics | None = None, workers: int = WORKERS) -> None:
         self.operator = operator
         self.work: Serial[tuple[Handler, str, Obj]] = Serial(
@@ -43,14 +49,16 @@ class Streams:
         # Always decoded: runs and pods carrying our mark (a run anchored before its namespace
         # opted out), and our own pods.
         marked = (glance.marker(names.LABEL_ANCHORED),)
+        pod_markers = (*marked, glance.marker(names.LABEL_MANAGED_BY, names.APP),
+                       glance.marker(names.LABEL_TIED))
         self.intakes = [
             Intake("pipelineruns", kube.custom.list_cluster_custom_object,
                    (tekton.GROUP, tekton.VERSION, "pipelineruns"), self._to(self.on_run),
                    operator.may_concern, markers=marked, metrics=metrics, timeout=timeout),
-            Intake("pods", kube.core.list_pod_for_all_namespaces, (), self._to(self.on_pod),
-                   operator.may_concern,
-                   markers=(*marked, glance.marker(names.LABEL_MANAGED_BY, names.APP)),
-                   metrics=metrics, timeout=timeout, label_selector=pod_selector),
+            *(Intake(name, kube.core.list_pod_for_all_namespaces, (), self._to(self.on_pod),
+                     operator.may_concern, markers=pod_markers, metrics=metrics,
+                     timeout=timeout, label_selector=selector)
+              for name, selector in POD_SELECTORS.items()),
         ]
 
     def _to(self, handler: Handler) -> Callable[[str, Obj], None]:

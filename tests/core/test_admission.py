@@ -226,6 +226,7 @@ def test_a_first_pod_of_a_run_waits_behind_the_gate_until_its_anchor_is_bound(fa
     assert decision.outcome is Outcome.PATCHED and decision.gated
     assert patched["spec"]["schedulingGates"] == [{"name": gate.GATE}]
     assert gate.held(patched["spec"])
+    assert patched["metadata"]["labels"][names.LABEL_TIED] == "true"  # the leader watches it
 
 
 def test_the_gate_joins_the_gates_a_pod_already_has(facts: StaticFacts) -> None:
@@ -243,6 +244,7 @@ def test_a_pod_of_a_marked_run_is_not_gated(facts: StaticFacts) -> None:
     decision, patched = gated_in(anchored_pod("team-a"), facts)
     assert decision.outcome is Outcome.PATCHED and not decision.gated
     assert "schedulingGates" not in patched["spec"]
+    assert names.LABEL_TIED not in patched["metadata"]["labels"]  # the mark is what it is seen by
 
 
 def test_a_pod_that_does_not_name_its_run_s_uid_is_not_gated(facts: StaticFacts) -> None:

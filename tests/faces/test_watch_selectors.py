@@ -7,23 +7,36 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
+import jsonpatch
 import kopf
-import pytest
 
-from controller.core import affinity, balloon, glance, names
+from controller.core import admission, affinity, balloon, glance, names
 from controller.core.tekton import RunRef
 from controller.faces import kopf_handlers, reconciler
-from controller.faces.streams import Streams, pod_label_selector
+from controller.faces.streams import POD_SELECTORS, Streams
 from controller.kube.clusterview import Facts
 from controller.settings import Settings
 from tests import factories
+from tests.conftest import StaticFacts
 from tests.operator.test_runs import make
 
 
 def matches(selector: str, labels: dict[str, str]) -> bool:
-    """Enough of label selector semantics for `key in (a,b)`."""
-    key, _, values = selector.partition(" in ")
-    return labels.get(key) in values.strip("()").split(",")
+    """Enough of label selector semantics for `key=value` and `key` (exists)."""
+    key, eq, value = selector.partition("=")
+    return key in labels and (not eq or labels[key] == value)
+
+
+def watched_by(labels: dict[str, str]) -> list[str]:
+    return [name for name, selector in POD_SELECTORS.items() if matches(selector, labels)]
+
+
+def admitted(pod: dict[str, Any], facts: StaticFacts) -> dict[str, Any]:
+    review = factories.admission_review(pod)
+    review["request"]["namespace"] = pod["metadata"]["namespace"]
+    decision = admission.decide(review["request"], facts, gate_first_pods=True)
+    patched: dict[str, Any] = jsonpatch.apply_patch(pod, list(decision.patch))
+    return patched
 
 
 def test_kopf_no_longer_watches_runs_or_pods() -> None:
@@ -33,22 +46,31 @@ def test_kopf_no_longer_watches_runs_or_pods() -> None:
     assert watched == {"nodes", names.POLICY_PLURAL}
 
 
-@pytest.mark.parametrize("managed_by", ["tekton-pipelines", "ci-platform"])
-def test_the_pod_selector_keeps_balloons_and_task_pods_and_drops_the_rest(managed_by: str) -> None:
-    selector = pod_label_selector(managed_by)
-    task_pod = factories.taskrun_pod()["metadata"]["labels"]
-    task_pod["app.kubernetes.io/managed-by"] = managed_by
-    assert matches(selector, task_pod)
-    assert matches(selector, {names.LABEL_MANAGED_BY: names.APP})
-    assert not matches(selector, {"app": "web"})
-    assert not matches(selector, {"app.kubernetes.io/managed-by": "Helm"})
+def test_each_pod_the_leader_serves_is_in_one_pod_watch_and_the_others_pods_in_none(
+        facts: StaticFacts) -> None:
+    """A first pod admission tied, a marked run's pod (pinned to Tekton's assistant or not),
+    our balloon: one watch each. A TaskRun pod of a namespace that did not opt in, or one
+    admission left alone: none, so its events never reach the leader."""
+    first = admitted(factories.taskrun_pod(), facts)
+    assert watched_by(first["metadata"]["labels"]) == ["pods-tied"]
+    later = factories.taskrun_pod()
+    later["metadata"]["labels"][names.LABEL_ANCHORED] = factories.RUN_UID
+    assert watched_by(admitted(later, facts)["metadata"]["labels"]) == ["pods-marked"]
+    pinned_ = later["metadata"]["labels"] | {"x": "assistant-pinned, left alone"}
+    assert watched_by(pinned_) == ["pods-marked"]
+    assert watched_by(balloon.selector_labels("uid-1")) == ["pods"]
+    theirs = factories.taskrun_pod(namespace="not-opted")
+    assert watched_by(admitted(theirs, facts)["metadata"]["labels"]) == []
+    opted_out = factories.taskrun_pod(annotations={names.OPT_OUT_ANNOTATION: "false"})
+    assert watched_by(admitted(opted_out, facts)["metadata"]["labels"]) == []
+    assert watched_by({"app.kubernetes.io/managed-by": "tekton-pipelines"}) == []
 
 
 def streams() -> tuple[Streams, Any]:
     operator, kube = make()
     api = SimpleNamespace(custom=SimpleNamespace(list_cluster_custom_object=None),
                           core=SimpleNamespace(list_pod_for_all_namespaces=None))
-    return Streams(operator, api, "x", 30.0), kube  # type: ignore[arg-type]
+    return Streams(operator, api, 30.0), kube  # type: ignore[arg-type]
 
 
 def pinned(namespace: str, run_uid: str) -> dict[str, Any]:

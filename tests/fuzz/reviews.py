@@ -25,7 +25,7 @@ import kubernetes_validate
 from hypothesis import strategies as st
 from referencing import Registry, Resource
 
-from controller.core import admission, affinity, names
+from controller.core import admission, affinity, gate, names
 from controller.core.fragments import is_label_value
 from controller.faces import webhook
 from controller.metrics import Metrics
@@ -134,7 +134,7 @@ def _check_patch(
     if _required_terms(spec)[: len(before)] != before:
         raise Finding("an existing required podAffinity term was changed or dropped")
     if _without_affinity(patched) != _without_affinity(pod):
-        raise Finding("the patch touched more than spec.affinity")
+        raise Finding("the patch touched more than spec.affinity, our gate and our tied label")
     again = copy.deepcopy(request)
     again["object"] = patched
     if admission.decide(again, facts).patch:
@@ -154,9 +154,18 @@ def _required_terms(spec: Any) -> list[Any]:
 
 
 def _without_affinity(pod: dict[str, Any]) -> dict[str, Any]:
+    """The pod but for what admission may add: the term, our gate and the tied label."""
     out = copy.deepcopy(pod)
     if isinstance(out.get("spec"), dict):
         out["spec"].pop("affinity", None)
+        gates = out["spec"].get("schedulingGates")
+        if isinstance(gates, list):
+            out["spec"]["schedulingGates"] = [g for g in gates if g != {"name": gate.GATE}] or None
+            if out["spec"]["schedulingGates"] is None:
+                del out["spec"]["schedulingGates"]
+    labels = (out.get("metadata") or {}).get("labels")
+    if isinstance(labels, dict) and labels.get(names.LABEL_TIED) == "true":
+        del labels[names.LABEL_TIED]
     return out
 
 
