@@ -66,8 +66,8 @@ def test_gated_pods_are_released_when_the_balloon_pod_is_bound() -> None:
 
 
 def test_a_gated_pod_seen_after_its_anchor_is_bound_is_released_at_once() -> None:
-    """The webhook gates by the run's mark; a pod made just before the mark reached its TaskRun
-    comes to a bound anchor."""
+    """Admission gates by the run's mark: a pod made just before the mark reached its TaskRun
+    comes to a bound anchor (and so does one the pod watch replays after a restart)."""
     gates, index, kube = make()
     bind(gates, index)
     gates.on_task_pod(gated("compile"))
@@ -78,10 +78,10 @@ def test_a_released_or_deleted_pod_is_forgotten() -> None:
     gates, index, kube = make()
     gates.on_task_pod(gated("compile"))
     gates.on_task_pod(gated("lint"), deleted=True)
-    released = gated("test")
-    gates.on_task_pod(released)
-    released["spec"]["schedulingGates"] = []
-    gates.on_task_pod(released)  # released by someone else (a previous leader)
+    other = gated("test")
+    gates.on_task_pod(other)
+    other["spec"]["schedulingGates"] = []
+    gates.on_task_pod(other)  # released by someone else (a previous leader)
     bind(gates, index)
     assert [uid for _, _, uid in kube.released] == ["uid-compile"]
 
