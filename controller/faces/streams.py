@@ -94,6 +94,7 @@ class Streams:
     def on_pod(self, kind: str, pod: Obj) -> None:
         labels, op, deleted = _labels(pod), self.operator, kind == "DELETED"
         if labels.get(names.LABEL_MANAGED_BY) == names.APP:
+            op.settled.touch_labelled(pod)
             component = labels.get(names.LABEL_COMPONENT)
             if component == names.COMPONENT_BALLOON:
                 op.placement.on_balloon_pod(pod, deleted=deleted)

@@ -4,9 +4,10 @@ and asks the API server only about what looks wrong.
 
 The first round after this replica starts to lead lists every PipelineRun once (a page at a
 time), to know the runs that existed before its watch did; later rounds go over the live runs
-the events showed, except those an event has reconciled since the round before: a run that
+the events showed, except those an event has reconciled since the round before (a run that
 lives half an hour was otherwise reconciled sixty times by the resync alone, and the CPU per
-run grew with how long runs live (bench-scale at 1,000 runs: the resync was a third of it).
+run grew with how long runs live: bench-scale at 1,000 runs, the resync was a third of it) and
+those settled (operator/settled.py: their balloon stays, nothing they read has changed).
 
 A balloon whose run is not among the live ones is either the balloon of a run that just
 finished or was deleted, or of one the index has not seen: a GET of the run tells which, before
@@ -47,7 +48,8 @@ class Resync:
         else:
             with op._live_lock:
                 bodies = [b for uid, b in op.live.items()
-                          if op.reconciled.get(uid, float("-inf")) < since]
+                          if op.reconciled.get(uid, float("-inf")) < since
+                          and not op.settled.skips(uid)]
         for body in bodies:
             try:
                 op.reconcile_run(body)
@@ -68,6 +70,7 @@ class Resync:
         op.metrics.balloons_active.set(len(balloons))
         for obj in op.view.facts.policy_objects:
             op.report_policy(obj, cached=True)
+        op.settled.next_round()
         self.last_round = time.monotonic()
 
     def _balloon(self, sts: Mapping[str, Any], live: Mapping[str, tekton.PipelineRun]) -> None:

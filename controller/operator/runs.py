@@ -34,6 +34,7 @@ from controller.operator.notify import Notifier, pipelinerun_ref
 from controller.operator.observe import Observer
 from controller.operator.placement import Placement
 from controller.operator.podindex import PodIndex
+from controller.operator.settled import Settled
 from controller.operator.waiting import WaitingPods
 from controller.settings import Settings
 
@@ -61,6 +62,8 @@ class Operator:
         # leaves alone the runs an event has reconciled since its previous round.
         self.reconciled: dict[str, float] = {}
         self._live_lock = threading.Lock()
+        # Live runs whose last decision kept their balloon, until something they read changes.
+        self.settled = Settled(settings.resync_settled_rounds)
         self.notifier = Notifier(kube)
         self.index = PodIndex()
         self.placement = Placement(kube, metrics, self.notifier, self.index, self.balloon_of)
@@ -78,6 +81,9 @@ class Operator:
             kube, f"{settings.namespace_label}={settings.namespace_label_value}", self._live_runs
         )
         view.subscribe(self.on_facts)
+        view.subscribe(self.settled.on_facts)
+        if caches is not None:
+            self.settled.listen_to(caches)
         view.subscribe(self.marks.on_facts)
         view.subscribe(Assistant(settings, metrics, self.notifier).on_facts)
 
@@ -117,6 +123,7 @@ class Operator:
         with self._live_lock:
             self.live.pop(uid, None)
             self.reconciled.pop(uid, None)
+        self.settled.forget(uid)
         self.capacity.forget(uid)
         self.marks.forget(uid)
         self.gates.forget(uid)
@@ -135,6 +142,8 @@ class Operator:
             else:
                 self.live.pop(run.uid, None)
                 self.reconciled.pop(run.uid, None)
+        if not serves or run.finished:
+            self.settled.forget(run.uid)
         if run.finished:  # finished runs stay in the cluster: their estimate need not
             self.capacity.forget(run.uid)
             self.marks.forget(run.uid)
@@ -175,8 +184,13 @@ class Operator:
         elif self.index.rooms(run.uid):
             self.capacity.release(run.uid, decision.why)
         with self._live_lock:
-            if run.uid in self.live:
+            live = run.uid in self.live
+            if live:
                 self.reconciled[run.uid] = time.monotonic()
+        if live and decision.verb is Verb.KEEP:
+            self.settled.settle(run.uid, run.namespace)
+        else:
+            self.settled.forget(run.uid)
         return decision
 
     def _may_have_balloon(self, run: tekton.PipelineRun) -> bool:

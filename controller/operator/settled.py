@@ -1,0 +1,118 @@
+"""Runs the resync may leave alone: their last decision kept the balloon as it was, and nothing
+their decision reads has changed since.
+
+At 1,000 concurrent runs most of them wait (for their anchor, for Tekton) and send no event for
+minutes; the resync reconciled each of them every round, a whole observation and decision to
+learn again that the balloon stays (a fifth of the leader's CPU at 1,000 runs, and what made
+the CPU per run grow with the number of runs). A run is settled by a "keep" decision and
+unsettled by any change to what that decision read:
+
+- the cluster's facts (policies, enabled namespaces, Tekton's configuration): every run;
+- its balloon StatefulSet, its claims and ResolutionRequests (by owner), its balloon and
+  reservation pods: that run;
+- the namespace's ResourceQuotas, LimitRanges, Tasks, Pipelines, and claims no live run owns:
+  the namespace's runs.
+
+A run stays settled at most `rounds` rounds, the safety net for what no watch said (a watch
+that lost its place and listed again tells no listener what changed meanwhile).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from controller.core import names
+from controller.kube.caches import Caches
+from controller.kube.clusterview import Facts
+from controller.kube.store import namespace_of, owner_uids
+
+# What each cache's event unsettles: the runs named by the object, or its namespace's.
+BY_OWNER = ("claims", "resolutionrequests")
+BY_NAMESPACE = ("resourcequotas", "limitranges", "tasks", "pipelines")
+
+
+class Settled:
+    def __init__(self, rounds: int) -> None:
+        self.rounds = rounds
+        self.round = 0  # resync rounds begun
+        self._since: dict[str, int] = {}  # run uid -> the round it was settled in
+        self._by_namespace: dict[str, set[str]] = {}
+        self._namespace_of: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    # -- what the operator says -----------------------------------------------------------
+
+    def settle(self, uid: str, namespace: str) -> None:
+        """The run's decision kept its balloon as it is."""
+        with self._lock:
+            self._since[uid] = self.round
+            self._namespace_of[uid] = namespace
+            self._by_namespace.setdefault(namespace, set()).add(uid)
+
+    def forget(self, uid: str) -> None:
+        """Any other decision, or the run ended: reconciled by every round while it lives."""
+        with self._lock:
+            self._drop(uid)
+
+    def skips(self, uid: str) -> bool:
+        """Whether this round of the resync leaves the run alone."""
+        with self._lock:
+            since = self._since.get(uid)
+            return since is not None and self.round - since < self.rounds
+
+    def next_round(self) -> None:
+        with self._lock:
+            self.round += 1
+
+    # -- what changed ---------------------------------------------------------------------
+
+    def touch(self, uids: Iterable[str]) -> None:
+        with self._lock:
+            for uid in uids:
+                self._drop(uid)
+
+    def touch_namespace(self, namespace: str) -> None:
+        with self._lock:
+            for uid in list(self._by_namespace.get(namespace, ())):
+                self._drop(uid)
+
+    def touch_labelled(self, obj: Mapping[str, Any]) -> None:
+        """Our own objects (balloons, their pods, reservation pods) name their run."""
+        uid = ((obj.get("metadata") or {}).get("labels") or {}).get(names.LABEL_RUN_UID)
+        if uid:
+            self.touch((str(uid),))
+
+    def on_facts(self, old: Facts, new: Facts) -> None:
+        # A policy's status (which we write) changes its object, not what a decision reads.
+        if replace(old, policy_objects=()) != replace(new, policy_objects=()):
+            with self._lock:
+                self._since.clear()
+                self._by_namespace.clear()
+                self._namespace_of.clear()
+
+    def listen_to(self, caches: Caches) -> None:
+        caches.listen("balloons", self.touch_labelled)
+        for kind in BY_OWNER:
+            caches.listen(kind, self._owned)
+        for kind in BY_NAMESPACE:
+            caches.listen(kind, lambda obj: self.touch_namespace(namespace_of(obj)))
+
+    def _owned(self, obj: Mapping[str, Any]) -> None:
+        owners = [uid for uid in owner_uids(obj) if uid in self._namespace_of]
+        if owners:
+            self.touch(owners)
+        else:  # a claim a run names rather than owns, or one not made by Tekton
+            self.touch_namespace(namespace_of(obj))
+
+    def _drop(self, uid: str) -> None:
+        self._since.pop(uid, None)
+        namespace = self._namespace_of.pop(uid, None)
+        if namespace is not None:
+            runs = self._by_namespace.get(namespace)
+            if runs is not None:
+                runs.discard(uid)
+                if not runs:
+                    del self._by_namespace[namespace]

@@ -1,0 +1,178 @@
+"""Which live runs a resync round reconciles: not those whose balloon stays as it is while
+nothing they read changes (operator/settled.py), and each of those at least one round in N.
+The work is counted (runs reconciled), not timed."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from types import SimpleNamespace
+from typing import Any
+
+from controller.core import balloon, names, policy
+from controller.faces.streams import Streams
+from controller.kube.client import ApiError
+from controller.operator.resync import Resync
+from controller.operator.runs import Operator
+from controller.settings import Settings
+from tests import factories
+from tests.operator.test_runs import MemoryKube, make
+
+ROUNDS = 5
+
+
+def settled_runs(n: int, namespace: str = "team-a", prefix: str = "run"
+                 ) -> tuple[Operator, MemoryKube, Resync]:
+    """n live runs with their balloon made (round one) and kept (round two): settled."""
+    operator, kube = make(caches=True, settings=Settings(resync_settled_rounds=ROUNDS))
+    operator.view.facts = replace(  # type: ignore[misc]
+        operator.view.facts, enabled_namespaces=frozenset({"team-a", "team-b"}))
+    add_runs(kube, n, namespace, prefix)
+    resync = Resync(operator)
+    resync()
+    resync()
+    return operator, kube, resync
+
+
+def add_runs(kube: MemoryKube, n: int, namespace: str, prefix: str) -> None:
+    for i in range(n):
+        body = factories.pipelinerun(name=f"{prefix}-{i}", uid=f"{prefix}-{i}-uid",
+                                     namespace=namespace)
+        kube.runs[body["metadata"]["name"]] = body
+
+
+def event_of(kube: MemoryKube, name: str, namespace: str) -> dict[str, Any]:
+    """A run made after the resync's first round: the operator knows it from its event."""
+    body = factories.pipelinerun(name=name, uid=f"{name}-uid", namespace=namespace)
+    kube.runs[name] = body
+    return body
+
+
+def counting(operator: Operator) -> list[str]:
+    reconciled: list[str] = []
+    reconcile = operator.reconcile_run
+
+    def counted(body: Any) -> Any:
+        reconciled.append(body["metadata"]["name"])
+        return reconcile(body)
+
+    operator.reconcile_run = counted  # type: ignore[method-assign]
+    return reconciled
+
+
+def test_a_round_reconciles_no_settled_run_however_many_there_are() -> None:
+    for n in (10, 200):
+        operator, _, resync = settled_runs(n)
+        reconciled = counting(operator)
+        resync()
+        assert reconciled == []
+
+
+def test_a_settled_run_is_reconciled_by_one_round_in_n_the_safety_net() -> None:
+    operator, _kube, resync = settled_runs(3)
+    reconciled = counting(operator)
+    per_round = []
+    for _ in range(2 * ROUNDS):
+        resync()
+        per_round.append(len(reconciled))
+        reconciled.clear()
+    assert per_round == [0, 0, 0, 0, 3, 0, 0, 0, 0, 3]  # settled again by each of those rounds
+
+
+def test_a_run_whose_balloon_could_not_be_made_is_tried_again_every_round() -> None:
+    operator, kube, resync = settled_runs(1)
+    create = kube.create_statefulset
+
+    def refused(manifest: Any) -> Any:
+        raise ApiError(status=403, reason="exceeded quota: count/statefulsets.apps")
+
+    kube.create_statefulset = refused  # type: ignore[method-assign]
+    operator.reconcile_run(event_of(kube, "refused", "team-a"))
+    reconciled = counting(operator)
+    resync()  # an event reconciled it since the round before
+    resync()
+    resync()
+    assert reconciled == ["refused", "refused"]
+    kube.create_statefulset = create  # type: ignore[method-assign]
+    resync()
+    assert balloon.balloon_name("refused-uid") in kube.statefulsets
+
+
+def test_a_deleted_balloon_is_made_again_by_the_next_round() -> None:
+    operator, kube, resync = settled_runs(2)
+    gone = kube.statefulsets.pop(balloon.balloon_name("run-0-uid"))
+    operator.caches.changed("balloons", gone)  # type: ignore[union-attr]
+    reconciled = counting(operator)
+    resync()
+    assert reconciled == ["run-0"]
+    assert balloon.balloon_name("run-0-uid") in kube.statefulsets
+
+
+def test_a_claim_unsettles_the_run_that_owns_it_or_else_its_namespace() -> None:
+    operator, kube, resync = settled_runs(2)
+    operator.reconcile_run(event_of(kube, "other", "team-b"))  # its balloon made
+    resync()
+    resync()  # kept: settled
+    reconciled = counting(operator)
+    owned = {"metadata": {"name": "pvc-1", "namespace": "team-a",
+                          "ownerReferences": [{"kind": "PipelineRun", "uid": "run-1-uid"}]}}
+    operator.caches.changed("claims", owned)  # type: ignore[union-attr]
+    resync()
+    assert reconciled == ["run-1"]
+    reconciled.clear()
+    named = {"metadata": {"name": "source", "namespace": "team-a"}}  # what the runs name
+    operator.caches.changed("claims", named)  # type: ignore[union-attr]
+    resync()
+    assert sorted(reconciled) == ["run-0", "run-1"]
+
+
+def test_a_quota_limit_range_task_or_pipeline_unsettles_its_namespace_s_runs_only() -> None:
+    for kind in ("resourcequotas", "limitranges", "tasks", "pipelines"):
+        operator, kube, resync = settled_runs(2)
+        operator.reconcile_run(event_of(kube, "other", "team-b"))
+        resync()
+        resync()
+        reconciled = counting(operator)
+        operator.caches.changed(kind, {"metadata": {"name": "x", "namespace": "team-b"}})  # type: ignore[union-attr]
+        resync()
+        assert reconciled == ["other"], kind
+
+
+def test_a_change_of_the_cluster_s_facts_unsettles_every_run_but_a_policy_s_status_none() -> None:
+    operator, _kube, resync = settled_runs(2)
+    reconciled = counting(operator)
+    view = operator.view
+    status_only = replace(view.facts, policy_objects=({"status": {"conditions": []}},))
+    view.change(status_only)  # type: ignore[attr-defined]
+    assert operator.settled.skips("run-0-uid") and operator.settled.skips("run-1-uid")
+    changed = replace(view.facts, policy_objects=(), defaults=policy.PolicyResolution(
+        replace(Settings().default_policy(), topology_key="topology.kubernetes.io/zone")))
+    view.change(changed)  # type: ignore[attr-defined]
+    resync()
+    assert sorted(reconciled) == ["run-0", "run-1"]
+
+
+def test_an_event_of_a_run_s_balloon_pod_unsettles_that_run() -> None:
+    operator, _kube, resync = settled_runs(2)
+    api = SimpleNamespace(custom=SimpleNamespace(list_cluster_custom_object=None),
+                          core=SimpleNamespace(list_pod_for_all_namespaces=None))
+    streams = Streams(operator, api, 30.0)  # type: ignore[arg-type]
+    reconciled = counting(operator)
+    pod = {"metadata": {"name": f"{balloon.balloon_name('run-0-uid')}-0", "namespace": "team-a",
+                        "uid": "pod-uid", "creationTimestamp": "2026-11-22T03:00:01Z",
+                        "labels": {names.LABEL_MANAGED_BY: names.APP,
+                                   names.LABEL_COMPONENT: names.COMPONENT_BALLOON,
+                                   names.LABEL_RUN_UID: "run-0-uid"}},
+           "spec": {"nodeName": "node-1"}, "status": {"phase": "Running"}}
+    streams.on_pod("MODIFIED", pod)
+    resync()
+    assert reconciled == ["run-0"]
+
+
+def test_a_finished_run_leaves_nothing_settled() -> None:
+    operator, kube, _resync = settled_runs(1)
+    assert operator.settled.skips("run-0-uid")
+    kube.statefulsets.clear()  # its balloon already gone: the finished run's cheap exit
+    done = factories.pipelinerun(name="run-0", uid="run-0-uid", succeeded="True")
+    operator.reconcile_run(done)
+    assert not operator.settled.skips("run-0-uid")
+    assert operator.settled._since == {}
