@@ -36,6 +36,11 @@ class Metrics:
             "Pods released from the scheduling gate that held them until their anchor was bound",
             registry=r,
         )
+        self.resync_left_alone = Gauge(
+            f"{PREFIX}_resync_runs_left_alone",
+            "Live runs the last resync round left alone: settled, or reconciled by an event since",
+            registry=r,
+        )
         self.reservations = Counter(
             f"{PREFIX}_reservations",
             "Reservation pods made and deleted (capacity-aware anchoring), by action",

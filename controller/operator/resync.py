@@ -50,6 +50,7 @@ class Resync:
                 bodies = [b for uid, b in op.live.items()
                           if op.reconciled.get(uid, float("-inf")) < since
                           and not op.settled.skips(uid)]
+                op.metrics.resync_left_alone.set(len(op.live) - len(bodies))
         for body in bodies:
             try:
                 op.reconcile_run(body)

@@ -149,3 +149,33 @@ def test_killing_the_operator_mid_run_makes_no_second_balloon(
     time.sleep(12)
     balloons = s.balloons(run)
     assert [b.metadata.uid for b in balloons] == [first]
+
+
+def test_a_balloon_deleted_by_hand_is_made_again_beside_its_claim(
+    enabled: Scenario, nodes: list[str], coscheduler: Coscheduler
+) -> None:
+    """Once its run is settled the resync leaves it alone (and these tests give it no safety
+    net): the balloons watch's event of the deletion is what has it made again."""
+    s = enabled
+    s.claim_on(nodes[2])
+    run = s.run()
+    assert s.balloon_node(run) == nodes[2]
+    first = s.balloons(run)[0]
+    s.cluster.wait_for(
+        lambda: coscheduler.metric("tekton_coscheduler_resync_runs_left_alone") >= 1,
+        timeout=30, what="a resync round leaving a settled run alone")
+    s.apps.delete_namespaced_stateful_set(first.metadata.name, s.ns,
+                                          propagation_policy="Background")
+    again = s.cluster.wait_for(
+        lambda: [b for b in s.balloons(run) if b.metadata.uid != first.metadata.uid],
+        timeout=30, what="a new balloon")[0]
+
+    def bound_pod_of_new_balloon() -> str | None:
+        for pod in s.core.list_namespaced_pod(s.ns, label_selector=names.BALLOON_SELECTOR).items:
+            owners = {o.uid for o in pod.metadata.owner_references or []}
+            if again.metadata.uid in owners and pod.spec.node_name:
+                return str(pod.spec.node_name)
+        return None
+
+    assert s.cluster.wait_for(bound_pod_of_new_balloon, timeout=60,
+                              what="the new balloon's pod bound") == nodes[2]

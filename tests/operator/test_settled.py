@@ -65,6 +65,8 @@ def test_a_round_reconciles_no_settled_run_however_many_there_are() -> None:
         reconciled = counting(operator)
         resync()
         assert reconciled == []
+        assert operator.metrics.registry.get_sample_value(
+            "tekton_coscheduler_resync_runs_left_alone") == n
 
 
 def test_a_settled_run_is_reconciled_by_one_round_in_n_the_safety_net() -> None:
