@@ -36,6 +36,9 @@ class Metrics:
             "Pods released from the scheduling gate that held them until their anchor was bound",
             registry=r,
         )
+        self.resync_rounds = Counter(
+            f"{PREFIX}_resync_rounds", "Resync rounds run to their end", registry=r
+        )
         self.resync_left_alone = Gauge(
             f"{PREFIX}_resync_runs_left_alone",
             "Live runs the last resync round left alone: settled, or reconciled by an event since",

@@ -72,6 +72,7 @@ class Resync:
         for obj in op.view.facts.policy_objects:
             op.report_policy(obj, cached=True)
         op.settled.next_round()
+        op.metrics.resync_rounds.inc()
         self.last_round = time.monotonic()
 
     def _balloon(self, sts: Mapping[str, Any], live: Mapping[str, tekton.PipelineRun]) -> None:
