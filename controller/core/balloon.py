@@ -35,6 +35,7 @@ def balloon_labels(run: PipelineRun) -> dict[str, str]:
         names.LABEL_COMPONENT: names.COMPONENT_BALLOON,
         names.LABEL_MANAGED_BY: names.APP,
         names.LABEL_RUN_UID: run.uid,
+        names.LABEL_BUDGET: names.BUDGET_NAMESPACE,
     }
     if is_label_value(run.name):
         labels[names.LABEL_RUN] = run.name

@@ -15,6 +15,11 @@ LABEL_RUN: Final = f"{DOMAIN}/pipeline-run"
 LABEL_RUN_UID: Final = f"{DOMAIN}/pipeline-run-uid"
 COMPONENT_BALLOON: Final = "balloon"
 COMPONENT_RESERVATION: Final = "reservation"
+COMPONENT_BUDGET: Final = "budget"
+# On a balloon and its pod: its namespace's PodDisruptionBudget covers it (core/budget.py).
+# Balloons made before there was one budget a namespace have their own and not this label.
+LABEL_BUDGET: Final = f"{DOMAIN}/budget"
+BUDGET_NAMESPACE: Final = "namespace"
 
 # The mark of a run that has a balloon, on the PipelineRun and its TaskRuns (Tekton copies it to
 # their pods): its value is the run's UID, and the annotation the topology key it was anchored
@@ -37,3 +42,4 @@ POLICY_PLURAL: Final = "coschedulingpolicies"
 POLICY_KIND: Final = "CoschedulingPolicy"
 
 BALLOON_SELECTOR: Final = f"{LABEL_MANAGED_BY}={APP},{LABEL_COMPONENT}={COMPONENT_BALLOON}"
+BUDGET_SELECTOR: Final = f"{LABEL_MANAGED_BY}={APP},{LABEL_COMPONENT}={COMPONENT_BUDGET}"

@@ -56,8 +56,9 @@ REQUIRED: tuple[Access, ...] = (
     Access(
         "policy",
         "poddisruptionbudgets",
-        ("create",),
-        "each balloon's budget: no eviction takes an anchor from under a running task",
+        ("create", "list", "watch", "delete"),
+        "the budget of each namespace with balloons: no eviction takes an anchor from under a "
+        "running task",
     ),
     Access("", "namespaces", ("get", "list", "watch"), "which namespaces opted in"),
     Access("", "events", ("create", "list"), "tell run owners what happened; `explain` reads"),

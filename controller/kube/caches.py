@@ -1,12 +1,12 @@
 """The leader's watch caches: what it reads instead of asking the API server per event.
 
 One watch per kind for the whole cluster, as client-go's shared informers keep them: balloons
-(StatefulSets with our labels), ResourceQuotas, LimitRanges, claims, Tasks, Pipelines and
-Tekton's ResolutionRequests. Seven watches and seven threads whatever the number of namespaces
-that opted in (a watch per kind and enabled namespace cost five threads and five watches a
-namespace: 1,500 threads at 300 namespaces). Each store is indexed by namespace, and claims and
-ResolutionRequests by their owner's uid, so a read returns only what one run needs and a watch
-event changes one entry (kube/store.py).
+(StatefulSets with our labels), ResourceQuotas, LimitRanges, claims, Tasks, Pipelines, Tekton's
+ResolutionRequests and our balloons' budgets (by our labels). Eight watches and eight threads
+whatever the number of namespaces that opted in (a watch per kind and enabled namespace cost
+five threads and five watches a namespace: 1,500 threads at 300 namespaces). Each store is
+indexed by namespace, and claims and ResolutionRequests by their owner's uid, so a read returns
+only what one run needs and a watch event changes one entry (kube/store.py).
 
 The price: the stores hold these kinds for every namespace, enabled or not, as informers do
 (objects small and few next to the pods and runs nobody here caches). Listeners hear only of
@@ -46,12 +46,14 @@ class Caches:
             "pipelines": (custom, (tekton.GROUP, tekton.VERSION, "pipelines"), {}),
             "resolutionrequests": (
                 custom, (resolution.GROUP, resolution.VERSION, resolution.PLURAL), owned),
+            "budgets": (kube.policy.list_pod_disruption_budget_for_all_namespaces, (), {}),
         }
+        selectors = {"balloons": names.BALLOON_SELECTOR, "budgets": names.BUDGET_SELECTOR}
         self.watches: dict[str, Reflector] = {
             kind: Reflector(
                 kind, fn, args, indexers=indexers, timeout=timeout,
                 on_object=functools.partial(self._on_object, kind),
-                label_selector=names.BALLOON_SELECTOR if kind == "balloons" else None,
+                label_selector=selectors.get(kind),
             )
             for kind, (fn, args, indexers) in kinds.items()
         }
@@ -101,6 +103,11 @@ class Caches:
 
     def balloons(self) -> list[Obj]:
         return self.watches["balloons"].store.values()
+
+    def budgets(self) -> list[Obj] | None:
+        """Our namespaces' PodDisruptionBudgets (core/budget.py); None while not synced."""
+        store = self._store("budgets")
+        return None if store is None else store.values()
 
     def in_namespace(self, kind: str, namespace: str) -> list[Obj] | None:
         """The namespace's objects of a kind that namespaces hold few of (LimitRanges,

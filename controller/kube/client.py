@@ -53,6 +53,7 @@ class Kube:
         self.apps = kubernetes.client.AppsV1Api(api)
         self.custom = kubernetes.client.CustomObjectsApi(api)
         self.coordination = kubernetes.client.CoordinationV1Api(api)
+        self.policy = kubernetes.client.PolicyV1Api(api)
 
     def json(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
         resp = fn(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
@@ -196,8 +197,18 @@ class Kube:
 
     def create_pdb(self, manifest: Mapping[str, Any]) -> None:
         """Creates it, or leaves the one that exists."""
-        policy = kubernetes.client.PolicyV1Api(self.api)
-        self._create_new(policy.create_namespaced_pod_disruption_budget, manifest)
+        self._create_new(self.policy.create_namespaced_pod_disruption_budget, manifest)
+
+    def delete_pdb(self, namespace: str, name: str, uid: str) -> None:
+        """Deletes that budget (the uid precondition spares a successor); gone already is done."""
+        options = kubernetes.client.V1DeleteOptions(
+            preconditions=kubernetes.client.V1Preconditions(uid=uid))
+        try:
+            self.send(self.policy.delete_namespaced_pod_disruption_budget, name, namespace,
+                      body=options)
+        except ApiException as exc:
+            if exc.status not in (404, 409):
+                raise
 
     def get_pipelinerun(self, namespace: str, name: str) -> Obj | None:
         return self.get_or_none(

@@ -67,6 +67,7 @@ class Resync:
             op.capacity.tend(uid)
         op.placement.flush_moves()
         op.gates.tend()
+        op.budgets.tend(balloons, op.view.facts)
         op.capacity.release_orphans(live)
         op.metrics.balloons_active.set(len(balloons))
         for obj in op.view.facts.policy_objects:

@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 
-from controller.core import balloon, budget, glance, mark, names, reconcile, tekton, waiting
+from controller.core import balloon, glance, mark, names, reconcile, tekton, waiting
 from controller.core.notices import Notice
 from controller.core.reconcile import Verb
 from controller.core.times import parse_time
@@ -27,6 +27,7 @@ from controller.metrics import Metrics
 from controller.operator import policies
 from controller.operator.anchors import AnchorGuard
 from controller.operator.assistant import Assistant
+from controller.operator.budgets import Budgets
 from controller.operator.capacity import Capacity
 from controller.operator.gates import Gates
 from controller.operator.marking import Marks
@@ -68,6 +69,7 @@ class Operator:
         self.index = PodIndex()
         self.placement = Placement(kube, metrics, self.notifier, self.index, self.balloon_of)
         self.gates = Gates(kube, self.index, metrics)
+        self.budgets = Budgets(kube, caches, self.notifier)
         self.anchors = AnchorGuard(kube, self.index, self.placement, metrics, self.notifier)
         self.waiting = WaitingPods(settings, self.index, metrics, self.notifier,
                                    self._claims_tekton_makes)
@@ -222,8 +224,8 @@ class Operator:
         try:
             if decision.verb is Verb.CREATE:
                 assert decision.manifest is not None
-                made, created = self.kube.create_statefulset(decision.manifest)
-                self._protect(run, made)
+                _, created = self.kube.create_statefulset(decision.manifest)
+                self.budgets.ensure(run)
                 if created:
                     self.metrics.balloons_created.inc()
                     self.metrics.balloons_active.inc()
@@ -245,22 +247,6 @@ class Operator:
                     reason,
                     f"{decision.verb} of the balloon failed: {exc.status} {api_message(exc)}; "
                     "the run's pods may wait for their anchor",
-                ),
-                run.uid,
-            )
-
-    def _protect(self, run: tekton.PipelineRun, statefulset: Mapping[str, Any]) -> None:
-        """The balloon's PodDisruptionBudget (core/budget.py). Without it a
-        drain may evict the anchor from under a running task: said, not fatal."""
-        try:
-            self.kube.create_pdb(budget.of_balloon(statefulset))
-        except ApiError as exc:
-            self.notifier.tell(
-                pipelinerun_ref(run.name, run.namespace, run.uid),
-                Notice(
-                    "BalloonUnprotected",
-                    f"the balloon's PodDisruptionBudget could not be made ({exc.status} "
-                    f"{api_message(exc)}): a drain of its node may evict the anchor",
                 ),
                 run.uid,
             )

@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from controller.core import gate, names
+from controller.core import budget, gate, names
 from e2e.harness import chart
 from e2e.harness.cluster import ClusterHandle
 from e2e.harness.coscheduler import Coscheduler
@@ -52,6 +52,7 @@ def test_chart_identity_is_refused_what_it_must_not_do(
 ) -> None:
     core, custom = client.CoreV1Api(as_chart), client.CustomObjectsApi(as_chart)
     apps, reg = client.AppsV1Api(as_chart), client.AdmissionregistrationV1Api(as_chart)
+    policy = client.PolicyV1Api(as_chart)
     ns = cluster.create_namespace(f"rbac-{uuid.uuid4().hex[:6]}")
     with cluster.api_client() as admin:  # a run, as its owner made it
         client.CustomObjectsApi(admin).create_namespaced_custom_object(
@@ -61,6 +62,11 @@ def test_chart_identity_is_refused_what_it_must_not_do(
                 "spec": {"status": "PipelineRunPending",
                          "pipelineSpec": {"tasks": [{"name": "t", "taskSpec": {"steps": [
                              {"name": "s", "image": "busybox", "script": "true"}]}}]}}})
+
+        # a team's own budget
+        client.PolicyV1Api(admin).create_namespaced_pod_disruption_budget(ns, {
+            "metadata": {"name": "theirs"},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"team": "a"}}}})
 
         # a pod held by our gate and another's, as its owner made it
         client.CoreV1Api(admin).create_namespaced_pod(ns, {
@@ -111,6 +117,11 @@ def test_chart_identity_is_refused_what_it_must_not_do(
         "take both gates off": patch_pod({"spec": {"schedulingGates": [
             {"name": gate.GATE, "$patch": "delete"},
             {"name": "example.com/quota", "$patch": "delete"}]}}),
+        "delete another's budget": lambda: policy.delete_namespaced_pod_disruption_budget(
+            "theirs", ns),
+        "make a budget not ours": lambda: policy.create_namespaced_pod_disruption_budget(ns, {
+            "metadata": {"name": "lax"},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"team": "b"}}}}),
         "delete namespaces": lambda: core.delete_namespace(ns),
         "write Tekton's config": lambda: core.patch_namespaced_config_map(
             "feature-flags", "tekton-pipelines", {"data": {"coschedule": "workspaces"}}
@@ -141,6 +152,8 @@ def test_chart_identity_is_refused_what_it_must_not_do(
     gates = core.read_namespaced_pod("held", ns).spec.scheduling_gates
     assert [g.name for g in gates] == ["example.com/quota"]
     # and what it needs works
+    policy.create_namespaced_pod_disruption_budget(ns, budget.of_namespace(ns))
+    policy.delete_namespaced_pod_disruption_budget(budget.NAME, ns)
     assert core.list_namespace(label_selector=f"{names.NAMESPACE_LABEL}=true") is not None
     assert (
         apps.list_stateful_set_for_all_namespaces(label_selector=names.BALLOON_SELECTOR) is not None

@@ -56,6 +56,7 @@ def test_manifest_is_valid_and_restricted(clean_env: pytest.MonkeyPatch) -> None
     assert labels == {
         names.LABEL_NAME: names.APP, names.LABEL_COMPONENT: "balloon", names.LABEL_MANAGED_BY: names.APP,
         names.LABEL_RUN: "build-42", names.LABEL_RUN_UID: factories.RUN_UID,
+        names.LABEL_BUDGET: names.BUDGET_NAMESPACE,  # its namespace's budget covers it
     }
     (owner,) = sts["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["uid"], owner["controller"]) == ("PipelineRun", factories.RUN_UID, True)

@@ -10,34 +10,38 @@ from controller.settings import Settings
 from tests import factories
 
 
-def created_balloon(name: str = "build-42") -> dict[str, Any]:
-    """The balloon as the API server returns it: the manifest with a uid."""
+def planned_balloon(name: str = "build-42") -> dict[str, Any]:
     run = PipelineRun.from_body(factories.pipelinerun(name=name))
-    sts = balloon.plan(run, Settings().default_policy(), run.claims()).manifest
-    sts["metadata"]["uid"] = "5e1f0c4a-0000-4000-8000-000000000001"
-    return sts
+    return balloon.plan(run, Settings().default_policy(), run.claims()).manifest
 
 
-def test_the_budget_covers_exactly_the_balloon_pod_and_refuses_every_eviction() -> None:
-    sts = created_balloon()
-    pdb = budget.of_balloon(sts)
-    pod_labels = sts["spec"]["template"]["metadata"]["labels"]
+def test_the_namespace_s_budget_covers_every_balloon_pod_and_refuses_every_eviction() -> None:
+    pdb = budget.of_namespace("team-a")
     selector = pdb["spec"]["selector"]["matchLabels"]
-    assert selector and all(pod_labels[k] == v for k, v in selector.items())
-    assert pdb["spec"]["minAvailable"] == 1  # one pod: no eviction is ever allowed
-    assert (pdb["metadata"]["name"], pdb["metadata"]["namespace"]) == (
-        sts["metadata"]["name"], sts["metadata"]["namespace"])
+    for name in ("build-42", "n" * 253):  # the longest run name too
+        pod_labels = planned_balloon(name)["spec"]["template"]["metadata"]["labels"]
+        assert selector and all(pod_labels[k] == v for k, v in selector.items())
+    assert pdb["spec"]["maxUnavailable"] == 0  # no eviction of any balloon is ever allowed
+    assert (pdb["metadata"]["name"], pdb["metadata"]["namespace"]) == (budget.NAME, "team-a")
     kubernetes_validate.validate(pdb, "1.36", strict=True)
 
 
-def test_the_budget_goes_with_its_balloon_and_never_blocks_its_deletion() -> None:
-    sts = created_balloon(name="n" * 253)  # the longest run name: the budget's name is the balloon's
-    (owner,) = budget.of_balloon(sts)["metadata"]["ownerReferences"]
-    assert owner == {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "name": sts["metadata"]["name"],
-        "uid": "5e1f0c4a-0000-4000-8000-000000000001",
-        "controller": True,
-        "blockOwnerDeletion": False,
-    }
+def test_the_budget_covers_no_pod_of_the_runs_nor_a_reservation() -> None:
+    selector = budget.of_namespace("team-a")["spec"]["selector"]["matchLabels"]
+    task_pod = factories.taskrun_pod()["metadata"]["labels"]
+    reservation = {"app.kubernetes.io/managed-by": "tekton-coscheduler",
+                   "app.kubernetes.io/component": "reservation"}
+    for labels in (task_pod, reservation):
+        assert not all(labels.get(k) == v for k, v in selector.items())
+
+
+def test_a_budget_is_made_where_balloons_are_and_kept_while_the_namespace_is_enabled() -> None:
+    plan = budget.plan(with_balloons=["a", "a", "b"], budgeted=["b", "c", "d"],
+                       enabled=frozenset({"a", "c"}))
+    assert plan.create == ("a",)
+    assert plan.delete == ("d",)  # c is still enabled: its next run needs it
+
+
+def test_a_switched_off_namespace_keeps_its_budget_while_a_balloon_is_left() -> None:
+    plan = budget.plan(with_balloons=["off"], budgeted=["off"], enabled=frozenset())
+    assert plan == budget.Plan(create=(), delete=())

@@ -75,7 +75,7 @@ class _Never:
 
 def caches() -> Caches:
     """Caches over a client that is never called: the stores are fed by hand."""
-    kube: Any = SimpleNamespace(core=_Never(), apps=_Never(), custom=_Never())
+    kube: Any = SimpleNamespace(core=_Never(), apps=_Never(), custom=_Never(), policy=_Never())
     return Caches(kube, timeout=1.0)
 
 

@@ -4,10 +4,12 @@ e2e suite). Here: races and replays that are hard to time on a real cluster."""
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from controller.core import balloon, names, policy, tekton
+from controller.core import balloon, budget, names, policy, tekton
+from controller.kube.client import ApiError
 from controller.kube.clusterview import Facts
 from controller.kube.store import owner_uids
 from controller.metrics import Metrics
@@ -78,7 +80,14 @@ class MemoryKube:
         self.statefulsets[name]["spec"]["template"] = copy.deepcopy(manifest["spec"]["template"])
 
     def create_pdb(self, manifest: dict[str, Any]) -> None:
-        self.budgets.setdefault(manifest["metadata"]["name"], copy.deepcopy(manifest))
+        meta = manifest["metadata"]
+        made = copy.deepcopy(manifest)
+        made["metadata"]["uid"] = f"pdb-{meta['namespace']}"
+        self.budgets.setdefault(f"{meta['namespace']}/{meta['name']}", made)
+
+    def delete_pdb(self, namespace: str, name: str, uid: str) -> None:
+        self.deleted.append(f"{namespace}/{name}")
+        self.budgets.pop(f"{namespace}/{name}", None)
 
     def delete_statefulset(self, namespace: str, name: str, uid: str | None = None) -> bool:
         self.deleted.append(name)
@@ -147,6 +156,9 @@ class MemoryCaches:
 
     def balloons(self) -> list[dict[str, Any]]:
         return list(self.kube.statefulsets.values())
+
+    def budgets(self) -> list[dict[str, Any]]:
+        return list(self.kube.budgets.values())
 
     def claims_of(self, namespace: str, run_uid: str, named: Any) -> list[dict[str, Any]]:
         return []
@@ -227,20 +239,52 @@ def test_replayed_events_create_one_balloon() -> None:
     assert len(kube.statefulsets) == 1
 
 
-def test_each_balloon_gets_a_budget_owned_by_its_statefulset() -> None:
-    """No eviction (a drain, an autoscaler) takes an anchor from under a running task; the
-    budget goes with the balloon."""
+def test_the_balloons_of_a_namespace_share_one_budget_made_once() -> None:
+    """No eviction (a drain, an autoscaler) takes an anchor from under a running task; one
+    budget a namespace, asked for once while this process leads."""
     operator, kube = make()
+    calls = Counting(kube)
+    operator.kube = operator.budgets.kube = calls  # type: ignore[assignment]
+    for i in range(3):
+        body = factories.pipelinerun(name=f"run-{i}", uid=f"run-{i}-uid")
+        kube.runs[body["metadata"]["name"]] = body
+        operator.reconcile_run(body)
+    assert len(kube.statefulsets) == 3
+    [pdb] = kube.budgets.values()
+    assert pdb["metadata"]["namespace"] == "team-a"
+    assert pdb["spec"]["maxUnavailable"] == 0
+    assert calls.calls.count("create_pdb") == 1
+
+
+def test_a_budget_not_made_is_said_on_the_run_and_made_by_the_resync() -> None:
+    operator, kube = make(caches=True)
+    create = kube.create_pdb
+
+    def refused(manifest: Any) -> None:
+        raise ApiError(status=403, reason="exceeded quota: count/poddisruptionbudgets.policy")
+
+    kube.create_pdb = refused  # type: ignore[method-assign]
     body = factories.pipelinerun()
     kube.runs[body["metadata"]["name"]] = body
     operator.reconcile_run(body)
-    [sts] = kube.statefulsets.values()
-    [pdb] = kube.budgets.values()
-    assert pdb["spec"] == {"minAvailable": 1,
-                           "selector": {"matchLabels": sts["spec"]["selector"]["matchLabels"]}}
-    owner = pdb["metadata"]["ownerReferences"][0]
-    assert (owner["kind"], owner["name"], owner["uid"]) == (
-        "StatefulSet", sts["metadata"]["name"], sts["metadata"]["uid"])
+    assert [r for r, _ in kube.events] == ["BalloonUnprotected"]
+    kube.create_pdb = create  # type: ignore[method-assign]
+    Resync(operator)()
+    assert list(kube.budgets) == [f"team-a/{budget.NAME}"]
+
+
+def test_a_budget_goes_once_its_namespace_is_switched_off_and_its_last_balloon_is_gone() -> None:
+    operator, kube = make(caches=True)
+    body = factories.pipelinerun()
+    kube.runs[body["metadata"]["name"]] = body
+    operator.reconcile_run(body)
+    resync = Resync(operator)
+    operator.view.facts = replace(operator.view.facts, enabled_namespaces=frozenset())  # type: ignore[misc]
+    resync()  # switched off, its balloon still there (a marked run's, to its end)
+    assert list(kube.budgets) == [f"team-a/{budget.NAME}"]
+    kube.statefulsets.clear()
+    resync()
+    assert kube.budgets == {}
 
 
 def test_a_stale_view_of_a_finished_run_makes_no_balloon() -> None:

@@ -1,0 +1,81 @@
+"""The PodDisruptionBudget of each namespace with balloons (core/budget.py): made with the
+namespace's first balloon, made again by the resync if it went, and deleted once the namespace
+is switched off and its last balloon is gone.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import structlog
+
+from controller.core import budget, tekton
+from controller.core.notices import Notice
+from controller.kube.caches import Caches
+from controller.kube.client import ApiError, Kube, api_message
+from controller.kube.clusterview import Facts
+from controller.operator.notify import Notifier, pipelinerun_ref
+
+log = structlog.get_logger(__name__)
+
+
+class Budgets:
+    def __init__(self, kube: Kube, caches: Caches | None, notifier: Notifier) -> None:
+        self.kube = kube
+        self.caches = caches
+        self.notifier = notifier
+        self._made: set[str] = set()  # namespaces whose budget this process made or saw
+        self._lock = threading.Lock()
+
+    def ensure(self, run: tekton.PipelineRun) -> None:
+        """The balloon of this run was just made: its namespace's budget covers it. One call a
+        namespace while this process leads; without it a drain may evict the anchor: said on
+        the run, not fatal."""
+        with self._lock:
+            if run.namespace in self._made:
+                return
+        try:
+            self.kube.create_pdb(budget.of_namespace(run.namespace))
+        except ApiError as exc:
+            self.notifier.tell(
+                pipelinerun_ref(run.name, run.namespace, run.uid),
+                Notice(
+                    "BalloonUnprotected",
+                    f"the namespace's PodDisruptionBudget for balloons could not be made "
+                    f"({exc.status} {api_message(exc)}): a drain of its node may evict the "
+                    "anchor",
+                ),
+                run.uid,
+            )
+            return
+        with self._lock:
+            self._made.add(run.namespace)
+
+    def tend(self, balloons: Sequence[Mapping[str, Any]], facts: Facts) -> None:
+        """A resync round: budgets made where a balloon has none, deleted where no longer
+        needed; nothing asked of the API server when all is well (the budgets' watch cache)."""
+        cached = self.caches.budgets() if self.caches is not None else None
+        if cached is None or not facts.synced:
+            return
+        have = {str(b["metadata"]["namespace"]): b for b in cached}
+        with self._lock:
+            self._made = set(have)
+        wanted = budget.plan((str(s["metadata"]["namespace"]) for s in balloons), have,
+                             facts.enabled_namespaces)
+        for namespace in wanted.create:
+            try:
+                self.kube.create_pdb(budget.of_namespace(namespace))
+            except ApiError as exc:
+                log.warning("could not make the namespace's budget for balloons",
+                            namespace=namespace, error=f"{exc.status} {api_message(exc)}")
+        for namespace in wanted.delete:
+            meta = have[namespace]["metadata"]
+            try:
+                self.kube.delete_pdb(namespace, str(meta["name"]), str(meta.get("uid") or ""))
+                log.info("budget deleted: namespace switched off, no balloon left",
+                         namespace=namespace)
+            except ApiError as exc:
+                log.warning("could not delete the namespace's budget for balloons",
+                            namespace=namespace, error=f"{exc.status} {api_message(exc)}")
