@@ -450,31 +450,3 @@ def test_a_run_given_a_balloon_is_marked_with_its_taskruns_and_stays_anchored_wh
     operator.reconcile_run(later)
     assert balloon.balloon_name("later-uid") not in kube.statefulsets
     assert names.LABEL_ANCHORED not in (later["metadata"].get("labels") or {})
-
-
-def test_a_resync_round_reconciles_only_the_live_runs_no_event_has_since_the_last() -> None:
-    """A long-lived run is not reconciled again every round while its events keep it current:
-    its cost does not grow with how long it lives (here no run is ever settled: every round
-    would reconcile it, test_settled.py has the rounds that do not)."""
-    operator, kube = make(settings=Settings(resync_settled_rounds=1))
-    bodies = []
-    for i in range(3):
-        body = factories.pipelinerun(name=f"run-{i}", uid=f"run-{i}-uid")
-        kube.runs[body["metadata"]["name"]] = body
-        bodies.append(body)
-    resync = Resync(operator)
-    resync()  # the first round: every run, listed
-    reconciled: list[str] = []
-    reconcile = operator.reconcile_run
-
-    def counted(body: Any) -> Any:
-        reconciled.append(body["metadata"]["name"])
-        return reconcile(body)
-
-    operator.reconcile_run = counted  # type: ignore[method-assign]
-    resync()  # no event since the first round: every live run, the safety net
-    assert sorted(reconciled) == ["run-0", "run-1", "run-2"]
-    reconciled.clear()
-    reconcile(bodies[1])  # an event of run-1 reconciles it
-    resync()
-    assert sorted(reconciled) == ["run-0", "run-2"]

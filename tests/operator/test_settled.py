@@ -59,6 +59,23 @@ def counting(operator: Operator) -> list[str]:
     return reconciled
 
 
+def test_a_round_leaves_alone_the_live_runs_an_event_has_reconciled_since_the_last() -> None:
+    """A long-lived run is not reconciled again every round while its events keep it current:
+    its cost does not grow with how long it lives (here no run is ever settled)."""
+    operator, kube = make(settings=Settings(resync_settled_rounds=1))
+    add_runs(kube, 3, "team-a", "run")
+    resync = Resync(operator)
+    resync()  # the first round: every run, listed
+    event = operator.reconcile_run
+    reconciled = counting(operator)
+    resync()  # no event since the first round: every live run, the safety net
+    assert sorted(reconciled) == ["run-0", "run-1", "run-2"]
+    reconciled.clear()
+    event(kube.runs["run-1"])  # an event of run-1 reconciles it
+    resync()
+    assert sorted(reconciled) == ["run-0", "run-2"]
+
+
 def test_a_round_reconciles_no_settled_run_however_many_there_are() -> None:
     for n in (10, 200):
         operator, _, resync = settled_runs(n)
