@@ -94,13 +94,14 @@ class Streams:
     def on_pod(self, kind: str, pod: Obj) -> None:
         labels, op, deleted = _labels(pod), self.operator, kind == "DELETED"
         if labels.get(names.LABEL_MANAGED_BY) == names.APP:
-            op.settled.touch_labelled(pod)
             component = labels.get(names.LABEL_COMPONENT)
             if component == names.COMPONENT_BALLOON:
+                op.settled.on_balloon_pod(pod, deleted)  # before the index learns of it
                 op.placement.on_balloon_pod(pod, deleted=deleted)
                 op.gates.on_balloon_pod(pod, deleted=deleted)
                 op.capacity.on_pod(pod)
             elif component == names.COMPONENT_RESERVATION:
+                op.settled.touch_labelled(pod)
                 op.capacity.on_room_pod(pod, deleted=deleted)
             return
         run = tekton.task_run_pod_run(labels)

@@ -63,10 +63,10 @@ class Operator:
         # leaves alone the runs an event has reconciled since its previous round.
         self.reconciled: dict[str, float] = {}
         self._live_lock = threading.Lock()
-        # Live runs whose last decision kept their balloon, until something they read changes.
-        self.settled = Settled(settings.resync_settled_rounds)
         self.notifier = Notifier(kube)
         self.index = PodIndex()
+        # Live runs whose last decision kept their balloon, until something they read changes.
+        self.settled = Settled(settings.resync_settled_rounds, self.index)
         self.placement = Placement(kube, metrics, self.notifier, self.index, self.balloon_of)
         self.gates = Gates(kube, self.index, metrics)
         self.budgets = Budgets(kube, caches, self.notifier)

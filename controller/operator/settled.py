@@ -8,8 +8,8 @@ the CPU per run grow with the number of runs). A run is settled by a "keep" deci
 unsettled by any change to what that decision read:
 
 - the cluster's facts (policies, enabled namespaces, Tekton's configuration): every run;
-- its balloon StatefulSet, its claims and ResolutionRequests (by owner), its balloon and
-  reservation pods: that run;
+- its balloon StatefulSet, its claims and ResolutionRequests (by owner), its reservation pods,
+  its balloon pod made, bound or deleted: that run;
 - the namespace's ResourceQuotas, LimitRanges, Tasks, Pipelines, and claims no live run owns:
   the namespace's runs.
 
@@ -28,6 +28,7 @@ from controller.core import names
 from controller.kube.caches import Caches
 from controller.kube.clusterview import Facts
 from controller.kube.store import namespace_of, owner_uids
+from controller.operator.podindex import PodIndex
 
 # What each cache's event unsettles: the runs named by the object, or its namespace's.
 BY_OWNER = ("claims", "resolutionrequests")
@@ -35,8 +36,9 @@ BY_NAMESPACE = ("resourcequotas", "limitranges", "tasks", "pipelines")
 
 
 class Settled:
-    def __init__(self, rounds: int) -> None:
+    def __init__(self, rounds: int, index: PodIndex) -> None:
         self.rounds = rounds
+        self.index = index
         self.round = 0  # resync rounds begun
         self._since: dict[str, int] = {}  # run uid -> the round it was settled in
         self._by_namespace: dict[str, set[str]] = {}
@@ -84,6 +86,17 @@ class Settled:
         uid = ((obj.get("metadata") or {}).get("labels") or {}).get(names.LABEL_RUN_UID)
         if uid:
             self.touch((str(uid),))
+
+    def on_balloon_pod(self, pod: Mapping[str, Any], deleted: bool) -> None:
+        """Called before the pod index learns of the event: the run is unsettled when its
+        balloon pod is made, bound or deleted, not by its status's other updates (a run's
+        balloon pod changes status a few times while it waits, and each was a reconcile)."""
+        meta = pod.get("metadata") or {}
+        uid = str((meta.get("labels") or {}).get(names.LABEL_RUN_UID) or "")
+        known = self.index.balloon(uid)
+        node = str((pod.get("spec") or {}).get("nodeName") or "")
+        if deleted or known is None or known.uid != meta.get("uid") or known.node != node:
+            self.touch((uid,))
 
     def on_facts(self, old: Facts, new: Facts) -> None:
         # A policy's status (which we write) changes its object, not what a decision reads.

@@ -170,7 +170,7 @@ def test_a_change_of_the_cluster_s_facts_unsettles_every_run_but_a_policy_s_stat
     assert sorted(reconciled) == ["run-0", "run-1"]
 
 
-def test_an_event_of_a_run_s_balloon_pod_unsettles_that_run() -> None:
+def test_a_run_s_balloon_pod_made_bound_or_deleted_unsettles_it_its_status_alone_not() -> None:
     operator, _kube, resync = settled_runs(2)
     api = SimpleNamespace(custom=SimpleNamespace(list_cluster_custom_object=None),
                           core=SimpleNamespace(list_pod_for_all_namespaces=None))
@@ -182,7 +182,16 @@ def test_an_event_of_a_run_s_balloon_pod_unsettles_that_run() -> None:
                                    names.LABEL_COMPONENT: names.COMPONENT_BALLOON,
                                    names.LABEL_RUN_UID: "run-0-uid"}},
            "spec": {"nodeName": "node-1"}, "status": {"phase": "Running"}}
-    streams.on_pod("MODIFIED", pod)
+    streams.on_pod("MODIFIED", pod)  # bound: news to the pod index
+    resync()
+    assert reconciled == ["run-0"]
+    reconciled.clear()
+    resync()  # settled again (the round above kept it)
+    pod["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    streams.on_pod("MODIFIED", pod)  # its status alone
+    resync()
+    assert reconciled == []
+    streams.on_pod("DELETED", pod)
     resync()
     assert reconciled == ["run-0"]
 
