@@ -131,6 +131,7 @@ class Operator:
         self.gates.forget(uid)
 
     def reconcile_run(self, body: Mapping[str, Any]) -> reconcile.Decision:
+        begun = self.settled.begin()  # before anything is read: see Settled.settle
         run = tekton.PipelineRun.from_body(body)
         facts = self.view.facts
         if not run.valid:
@@ -190,7 +191,7 @@ class Operator:
             if live:
                 self.reconciled[run.uid] = time.monotonic()
         if live and decision.verb is Verb.KEEP:
-            self.settled.settle(run.uid, run.namespace)
+            self.settled.settle(run.uid, run.namespace, begun)
         else:
             self.settled.forget(run.uid)
         return decision

@@ -41,15 +41,31 @@ class Settled:
         self.index = index
         self.round = 0  # resync rounds begun
         self._since: dict[str, int] = {}  # run uid -> the round it was settled in
+        # A touch that comes while a run is being decided must not be lost by the "keep" that
+        # follows: each touch is numbered, and a decision settles only if none came after the
+        # number it took before its observation (kept two rounds: decisions take less).
+        self._seq = 0
+        self._touched: dict[str, int] = {}  # run uid or namespace ("ns:" prefix) -> its last
+        self._all_touched = 0
+        self._pruned: list[int] = [0, 0]  # the sequence number at the last two rounds' ends
         self._by_namespace: dict[str, set[str]] = {}
         self._namespace_of: dict[str, str] = {}
         self._lock = threading.Lock()
 
     # -- what the operator says -----------------------------------------------------------
 
-    def settle(self, uid: str, namespace: str) -> None:
-        """The run's decision kept its balloon as it is."""
+    def begin(self) -> int:
+        """Taken before a decision's observation: what `settle` compares touches with."""
         with self._lock:
+            return self._seq
+
+    def settle(self, uid: str, namespace: str, begun: int) -> None:
+        """The run's decision kept its balloon as it is (on what it read after `begun`)."""
+        with self._lock:
+            last = max(self._touched.get(uid, 0), self._touched.get("ns:" + namespace, 0),
+                       self._all_touched)
+            if last > begun:
+                return
             self._since[uid] = self.round
             self._namespace_of[uid] = namespace
             self._by_namespace.setdefault(namespace, set()).add(uid)
@@ -68,16 +84,23 @@ class Settled:
     def next_round(self) -> None:
         with self._lock:
             self.round += 1
+            oldest = self._pruned.pop(0)
+            self._pruned.append(self._seq)
+            self._touched = {k: n for k, n in self._touched.items() if n > oldest}
 
     # -- what changed ---------------------------------------------------------------------
 
     def touch(self, uids: Iterable[str]) -> None:
         with self._lock:
+            self._seq += 1
             for uid in uids:
+                self._touched[uid] = self._seq
                 self._drop(uid)
 
     def touch_namespace(self, namespace: str) -> None:
         with self._lock:
+            self._seq += 1
+            self._touched["ns:" + namespace] = self._seq
             for uid in list(self._by_namespace.get(namespace, ())):
                 self._drop(uid)
 
@@ -102,6 +125,8 @@ class Settled:
         # A policy's status (which we write) changes its object, not what a decision reads.
         if replace(old, policy_objects=()) != replace(new, policy_objects=()):
             with self._lock:
+                self._seq += 1
+                self._all_touched = self._seq
                 self._since.clear()
                 self._by_namespace.clear()
                 self._namespace_of.clear()

@@ -204,3 +204,25 @@ def test_a_finished_run_leaves_nothing_settled() -> None:
     operator.reconcile_run(done)
     assert not operator.settled.skips("run-0-uid")
     assert operator.settled._since == {}
+
+
+def test_a_change_said_while_the_run_is_being_decided_is_not_lost_by_its_keep() -> None:
+    """A watch event that comes after the decision has read the caches, and before its "keep"
+    is recorded, leaves the run for the next round (not for the safety net's)."""
+    operator, _, resync = settled_runs(1)
+    observe = operator.observer.observe
+
+    def observed_then_claim_changes(*args: Any, **kw: Any) -> Any:
+        seen = observe(*args, **kw)
+        operator.caches.changed("claims", {"metadata": {  # type: ignore[union-attr]
+            "name": "pvc-0", "namespace": "team-a",
+            "ownerReferences": [{"kind": "PipelineRun", "uid": "run-0-uid"}]}})
+        return seen
+
+    operator.observer.observe = observed_then_claim_changes  # type: ignore[method-assign]
+    for _ in range(ROUNDS):  # the safety net's round reconciles it, meanwhile the claim
+        resync()
+    operator.observer.observe = observe  # type: ignore[method-assign]
+    reconciled = counting(operator)
+    resync()
+    assert reconciled == ["run-0"]
