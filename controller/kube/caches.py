@@ -27,13 +27,23 @@ from controller.kube.reflector import Reflector, start_thread
 from controller.kube.store import Indexed, namespace_of, owner_uids
 
 OWNER = "owner"
+Listener = Callable[[Mapping[str, Any]], None]
+# What of an object a listener's reader reads: the listener hears of an update only when it
+# differs from the version replaced (an object's status changes often; few readers read it).
+Reads = Callable[[Mapping[str, Any]], object]
+
+
+def hears(reads: Reads | None, obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> bool:
+    """Whether a listener that reads `reads` of objects hears of this event (`old`: the
+    version replaced, None when added, the object itself when deleted)."""
+    return reads is None or old is None or old is obj or reads(old) != reads(obj)
 
 
 class Caches:
     def __init__(self, kube: Kube, timeout: float) -> None:
         self.kube = kube
         self._enabled: frozenset[str] = frozenset()
-        self._listeners: dict[str, list[Callable[[Mapping[str, Any]], None]]] = {}
+        self._listeners: dict[str, list[tuple[Listener, Reads | None]]] = {}
         custom = kube.custom.list_cluster_custom_object
         owned = {OWNER: owner_uids}
         # kind -> (list function for all namespaces, its arguments, extra indexes)
@@ -73,16 +83,20 @@ class Caches:
         if new.synced:
             self._enabled = new.enabled_namespaces  # one reference, swapped whole
 
-    def listen(self, kind: str, listener: Callable[[Mapping[str, Any]], None]) -> None:
+    def listen(self, kind: str, listener: Listener, reads: Reads | None = None) -> None:
         """`listener(object)` for each object of the kind in an enabled namespace that a watch
         event brings, once the cache holds it (a relist tells nothing: the resync is there for
-        what was missed)."""
-        self._listeners.setdefault(kind, []).append(listener)
+        what was missed); with `reads`, only when it is added or deleted or `reads` of it
+        changed."""
+        self._listeners.setdefault(kind, []).append((listener, reads))
 
-    def _on_object(self, kind: str, obj: Mapping[str, Any]) -> None:
+    def _on_object(self, kind: str, obj: Mapping[str, Any],
+                   old: Mapping[str, Any] | None = None) -> None:
         listeners = self._listeners.get(kind)
-        if listeners and namespace_of(obj) in self._enabled:
-            for listener in listeners:
+        if not listeners or namespace_of(obj) not in self._enabled:
+            return
+        for listener, reads in listeners:
+            if hears(reads, obj, old):
                 listener(obj)
 
     # -- reads --------------------------------------------------------------------------------

@@ -68,14 +68,16 @@ class Indexed:
             for obj in objects:
                 self._put(obj)
 
-    def upsert(self, obj: Obj) -> None:
+    def upsert(self, obj: Obj) -> Obj | None:
+        """Files the object; returns the one it replaces (None: new)."""
         with self._lock:
-            self._drop(key_of(obj))
+            old = self._drop(key_of(obj))
             self._put(obj)
+            return old
 
-    def delete(self, obj: Mapping[str, Any]) -> None:
+    def delete(self, obj: Mapping[str, Any]) -> Obj | None:
         with self._lock:
-            self._drop(key_of(obj))
+            return self._drop(key_of(obj))
 
     def _put(self, obj: Obj) -> None:
         key = key_of(obj)
@@ -87,9 +89,10 @@ class Indexed:
             for value in values:
                 self._indexes[name].setdefault(value, {})[key] = obj
 
-    def _drop(self, key: str) -> None:
-        if self._objects.pop(key, None) is None:
-            return
+    def _drop(self, key: str) -> Obj | None:
+        old = self._objects.pop(key, None)
+        if old is None:
+            return None
         self.touched += 1
         for name, values in self._filed.pop(key, {}).items():
             index = self._indexes[name]
@@ -99,6 +102,7 @@ class Indexed:
                     bucket.pop(key, None)
                     if not bucket:
                         del index[value]
+        return old
 
     # -- reads --------------------------------------------------------------------------------
 

@@ -8,10 +8,14 @@ the CPU per run grow with the number of runs). A run is settled by a "keep" deci
 unsettled by any change to what that decision read:
 
 - the cluster's facts (policies, enabled namespaces, Tekton's configuration): every run;
-- its balloon StatefulSet, its claims and ResolutionRequests (by owner), its reservation pods,
-  its balloon pod made, bound or deleted: that run;
-- the namespace's ResourceQuotas, LimitRanges, Tasks, Pipelines, and claims no live run owns:
-  the namespace's runs.
+- its balloon StatefulSet's spec, its claims' access modes and owners, its ResolutionRequests
+  (by owner), its reservation pods, its balloon pod made, bound or deleted: that run;
+- the namespace's ResourceQuotas, LimitRanges', Tasks' and Pipelines' specs, and claims no
+  PipelineRun owns: the namespace's runs.
+
+Only what the decision reads counts: a claim's binding and a StatefulSet's status are
+rewritten a few times for every run, and at 1,000 runs in one namespace a claim of a run not
+settled yet unsettled all of the namespace's.
 
 A run stays settled at most `rounds` rounds, the safety net for what no watch said (a watch
 that lost its place and listed again tells no listener what changed meanwhile).
@@ -30,9 +34,21 @@ from controller.kube.clusterview import Facts
 from controller.kube.store import namespace_of, owner_uids
 from controller.operator.podindex import PodIndex
 
-# What each cache's event unsettles: the runs named by the object, or its namespace's.
-BY_OWNER = ("claims", "resolutionrequests")
-BY_NAMESPACE = ("resourcequotas", "limitranges", "tasks", "pipelines")
+
+def _spec(obj: Mapping[str, Any]) -> object:
+    return obj.get("spec")
+
+
+def _claim_read(obj: Mapping[str, Any]) -> object:
+    """What a run's decision reads of a claim (core/reconcile.desired_claims): its access
+    modes and owners, not its status or annotations, which the binding rewrites."""
+    return ((obj.get("spec") or {}).get("accessModes"), tuple(owner_uids(obj)))
+
+
+def _run_owners(obj: Mapping[str, Any]) -> list[str]:
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return [str(r["uid"]) for r in refs
+            if isinstance(r, Mapping) and r.get("kind") == "PipelineRun" and r.get("uid")]
 
 
 class Settled:
@@ -132,18 +148,28 @@ class Settled:
                 self._namespace_of.clear()
 
     def listen_to(self, caches: Caches) -> None:
-        caches.listen("balloons", self.touch_labelled)
-        for kind in BY_OWNER:
-            caches.listen(kind, self._owned)
-        for kind in BY_NAMESPACE:
-            caches.listen(kind, lambda obj: self.touch_namespace(namespace_of(obj)))
+        caches.listen("balloons", self.touch_labelled, reads=_spec)
+        caches.listen("claims", self._claim, reads=_claim_read)
+        caches.listen("resolutionrequests", self._request)
+        for kind in ("tasks", "pipelines", "limitranges"):
+            caches.listen(kind, self._in_namespace, reads=_spec)
+        caches.listen("resourcequotas", self._in_namespace)  # its status.used is read
 
-    def _owned(self, obj: Mapping[str, Any]) -> None:
-        owners = [uid for uid in owner_uids(obj) if uid in self._namespace_of]
-        if owners:
-            self.touch(owners)
-        else:  # a claim a run names rather than owns, or one not made by Tekton
+    def _claim(self, obj: Mapping[str, Any]) -> None:
+        """A claim Tekton made for a run is that run's; one a run names (or that nobody owns)
+        may be named by any run of the namespace."""
+        runs = _run_owners(obj)
+        if runs:
+            self.touch(runs)
+        else:
             self.touch_namespace(namespace_of(obj))
+
+    def _request(self, obj: Mapping[str, Any]) -> None:
+        # A run's decision reads the requests it owns; a TaskRun's own are not read.
+        self.touch(_run_owners(obj))
+
+    def _in_namespace(self, obj: Mapping[str, Any]) -> None:
+        self.touch_namespace(namespace_of(obj))
 
     def _drop(self, uid: str) -> None:
         self._since.pop(uid, None)

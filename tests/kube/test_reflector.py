@@ -26,9 +26,10 @@ class Response:
         pass
 
 
-def test_each_object_a_watch_event_brings_is_told_after_the_store_holds_it() -> None:
+def test_each_object_a_watch_event_brings_is_told_after_the_store_holds_it_with_its_last(
+) -> None:
     stores: list[set[str]] = []
-    told: list[tuple[str, str, set[str]]] = []
+    told: list[tuple[str, str, str, set[str]]] = []
     events = [
         {"type": "ADDED", "object": obj("b", "2")},
         {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "3"}}},
@@ -47,9 +48,10 @@ def test_each_object_a_watch_event_brings_is_told_after_the_store_holds_it() -> 
         events.clear()
         return Response(lines=batch)
 
-    def on_object(o: dict[str, Any]) -> None:
+    def on_object(o: dict[str, Any], old: dict[str, Any] | None) -> None:
         meta = o["metadata"]
-        told.append((meta["name"], meta["resourceVersion"], set(stores[-1])))
+        last = old["metadata"]["resourceVersion"] if old else ""
+        told.append((meta["name"], meta["resourceVersion"], last, set(stores[-1])))
 
     def on_change(store: Indexed) -> None:
         stores.append({key_of(o) for o in store.values()})
@@ -57,5 +59,6 @@ def test_each_object_a_watch_event_brings_is_told_after_the_store_holds_it() -> 
     reflector = Reflector("test", list_fn, (), on_change, on_object=on_object)
     reflector.run()
     assert stores[0] == {"ns/a"}  # the list: told as a store, not object by object
-    assert told == [("b", "2", {"ns/a", "ns/b"}), ("a", "4", {"ns/a", "ns/b"}),
-                    ("b", "5", {"ns/a"})]
+    # The version replaced: none for an addition, the object itself for a deletion.
+    assert told == [("b", "2", "", {"ns/a", "ns/b"}), ("a", "4", "1", {"ns/a", "ns/b"}),
+                    ("b", "5", "5", {"ns/a"})]

@@ -100,3 +100,20 @@ def test_a_cache_not_yet_synced_answers_none_and_listeners_hear_only_enabled_nam
     c._on_object("resolutionrequests", claim("ours"))
     c._on_object("resolutionrequests", claim("theirs", ns="not-enabled"))
     assert heard == ["ours"]
+
+
+def test_a_listener_that_reads_part_of_an_object_hears_only_when_that_part_changes() -> None:
+    c = caches()
+    heard: list[str] = []
+    c.listen("claims", lambda o: heard.append(o["status"]["phase"]),
+             reads=lambda o: o.get("spec"))
+    c.follow_namespaces(Facts(), Facts(synced=True, enabled_namespaces=frozenset({"team"})))
+    made = {**claim("c"), "spec": {"accessModes": ["ReadWriteOnce"]}, "status": {"phase": "new"}}
+    bound = {**made, "status": {"phase": "bound"}}
+    resized = {**bound, "spec": {"accessModes": ["ReadWriteMany"]}, "status": {"phase": "resized"}}
+    gone = {**resized, "status": {"phase": "gone"}}
+    c._on_object("claims", made, None)
+    c._on_object("claims", bound, made)
+    c._on_object("claims", resized, bound)
+    c._on_object("claims", gone, gone)  # a deletion
+    assert heard == ["new", "resized", "gone"]

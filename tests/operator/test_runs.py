@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from controller.core import balloon, budget, names, policy, tekton
+from controller.kube.caches import hears
 from controller.kube.client import ApiError
 from controller.kube.clusterview import Facts
 from controller.kube.store import owner_uids
@@ -143,13 +144,15 @@ class MemoryCaches:
         self.kube = kube
         self.listeners: dict[str, list[Any]] = {}
 
-    def listen(self, kind: str, listener: Any) -> None:
-        self.listeners.setdefault(kind, []).append(listener)
+    def listen(self, kind: str, listener: Any, reads: Any = None) -> None:
+        self.listeners.setdefault(kind, []).append((listener, reads))
 
-    def changed(self, kind: str, obj: dict[str, Any]) -> None:
-        """A watch event brought the object (already in `kube.objects`)."""
-        for listener in self.listeners.get(kind, []):
-            listener(obj)
+    def changed(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None = None
+                ) -> None:
+        """A watch event brought the object (already in `kube.objects`), replacing `old`."""
+        for listener, reads in self.listeners.get(kind, []):
+            if hears(reads, obj, old):
+                listener(obj)
 
     def balloon(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.kube.statefulsets.get(name)

@@ -132,9 +132,8 @@ def test_a_claim_unsettles_the_run_that_owns_it_or_else_its_namespace() -> None:
     resync()
     resync()  # kept: settled
     reconciled = counting(operator)
-    owned = {"metadata": {"name": "pvc-1", "namespace": "team-a",
-                          "ownerReferences": [{"kind": "PipelineRun", "uid": "run-1-uid"}]}}
-    operator.caches.changed("claims", owned)  # type: ignore[union-attr]
+    for owner in ("run-1-uid", "a-run-not-settled-yet"):  # neither unsettles the namespace
+        operator.caches.changed("claims", claim("pvc-" + owner, owner))  # type: ignore[union-attr]
     resync()
     assert reconciled == ["run-1"]
     reconciled.clear()
@@ -142,6 +141,44 @@ def test_a_claim_unsettles_the_run_that_owns_it_or_else_its_namespace() -> None:
     operator.caches.changed("claims", named)  # type: ignore[union-attr]
     resync()
     assert sorted(reconciled) == ["run-0", "run-1"]
+
+
+def test_a_claim_s_binding_or_a_balloon_s_status_leaves_its_run_settled() -> None:
+    operator, kube, resync = settled_runs(2)
+    reconciled = counting(operator)
+    caches = operator.caches
+    made = claim("pvc-1", "run-1-uid")
+    bound = {**made, "metadata": {**made["metadata"], "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+             "spec": {**made["spec"], "volumeName": "pv-1"}, "status": {"phase": "Bound"}}
+    caches.changed("claims", bound, old=made)  # type: ignore[union-attr]
+    sts = kube.statefulsets[balloon.balloon_name("run-0-uid")]
+    counted = {**sts, "status": {"replicas": 1, "readyReplicas": 1}}
+    caches.changed("balloons", counted, old=sts)  # type: ignore[union-attr]
+    resync()
+    assert reconciled == []
+    respecified = {**counted, "spec": {**sts["spec"], "replicas": 0}}
+    caches.changed("balloons", respecified, old=counted)  # type: ignore[union-attr]
+    gone = {**bound, "metadata": {**bound["metadata"], "ownerReferences": []}}
+    caches.changed("claims", gone, old=bound)  # type: ignore[union-attr]  # now named, perhaps
+    resync()
+    assert sorted(reconciled) == ["run-0", "run-1"]
+
+
+def test_a_resolution_request_unsettles_the_run_that_owns_it_a_task_run_s_none() -> None:
+    operator, _kube, resync = settled_runs(2)
+    reconciled = counting(operator)
+    for kind, uid in (("TaskRun", "a-taskrun-uid"), ("PipelineRun", "run-0-uid")):
+        request = {"metadata": {"name": "r-" + uid, "namespace": "team-a",
+                                "ownerReferences": [{"kind": kind, "uid": uid}]}}
+        operator.caches.changed("resolutionrequests", request)  # type: ignore[union-attr]
+    resync()
+    assert reconciled == ["run-0"]
+
+
+def claim(name: str, owner: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "team-a",
+                         "ownerReferences": [{"kind": "PipelineRun", "uid": owner}]},
+            "spec": {"accessModes": ["ReadWriteOnce"]}, "status": {"phase": "Pending"}}
 
 
 def test_a_quota_limit_range_task_or_pipeline_unsettles_its_namespace_s_runs_only() -> None:
