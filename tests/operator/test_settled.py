@@ -148,8 +148,9 @@ def test_a_claim_s_binding_or_a_balloon_s_status_leaves_its_run_settled() -> Non
     reconciled = counting(operator)
     caches = operator.caches
     made = claim("pvc-1", "run-1-uid")
-    bound = {**made, "metadata": {**made["metadata"], "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
-             "spec": {**made["spec"], "volumeName": "pv-1"}, "status": {"phase": "Bound"}}
+    annotated = {**made["metadata"], "annotations": {"pv.kubernetes.io/bind-completed": "yes"}}
+    bound = {**made, "metadata": annotated, "spec": {**made["spec"], "volumeName": "pv-1"},
+             "status": {"phase": "Bound"}}
     caches.changed("claims", bound, old=made)  # type: ignore[union-attr]
     sts = kube.statefulsets[balloon.balloon_name("run-0-uid")]
     counted = {**sts, "status": {"replicas": 1, "readyReplicas": 1}}
