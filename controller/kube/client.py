@@ -321,14 +321,19 @@ class Kube:
 
     # -- events --------------------------------------------------------------------------
 
-    def event_messages(self, namespace: str, uid: str, reason: str) -> list[str]:
-        """The messages of the Events of a reason about one object (by its uid), newest last."""
+    def event_messages(self, namespace: str, kind: str, reason: str) -> dict[str, list[str]]:
+        """The messages of a namespace's Events of a reason about objects of a kind, by the
+        object's uid, newest last."""
         events = self.items(
             self.core.list_namespaced_event, namespace,
-            field_selector=f"involvedObject.uid={uid},reason={reason}",
+            field_selector=f"involvedObject.kind={kind},reason={reason}",
         )
         events.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
-        return [str(e.get("message") or "") for e in events]
+        said: dict[str, list[str]] = {}
+        for e in events:
+            uid = str((e.get("involvedObject") or {}).get("uid") or "")
+            said.setdefault(uid, []).append(str(e.get("message") or ""))
+        return said
 
     def post_event(
         self, involved: Mapping[str, Any], reason: str, message: str, *, warning: bool

@@ -61,8 +61,8 @@ class Resync:
         op.marks.seeded = True
         with op._live_lock:
             live = {uid: tekton.PipelineRun.from_body(b) for uid, b in op.live.items()}
-        for sts in balloons:
-            self._balloon(sts, live)
+        waiting = [placed for sts in balloons if (placed := self._balloon(sts, live))]
+        op.unplaced.check(waiting)
         for uid in live:  # the reservations' waits run out between events
             op.capacity.tend(uid)
         op.placement.flush_moves()
@@ -76,7 +76,9 @@ class Resync:
         op.metrics.resync_rounds.inc()
         self.last_round = time.monotonic()
 
-    def _balloon(self, sts: Mapping[str, Any], live: Mapping[str, tekton.PipelineRun]) -> None:
+    def _balloon(self, sts: Mapping[str, Any], live: Mapping[str, tekton.PipelineRun]
+                 ) -> tuple[tekton.PipelineRun, Mapping[str, Any]] | None:
+        """The balloon of a live run (for the check of its pod), or put right."""
         op = self.operator
         labels = sts["metadata"].get("labels") or {}
         uid = labels.get(names.LABEL_RUN_UID, "")
@@ -92,6 +94,5 @@ class Resync:
                 op.delete_balloon(sts, "run finished")
             else:
                 op.reconcile_run(fresh or {})
-            return
-        if not run.pending:
-            op.check_placed(run, sts)
+            return None
+        return None if run.pending else (run, sts)

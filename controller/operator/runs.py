@@ -11,15 +11,13 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 
-from controller.core import balloon, glance, mark, names, reconcile, tekton, waiting
+from controller.core import balloon, glance, mark, names, reconcile, tekton
 from controller.core.notices import Notice
 from controller.core.reconcile import Verb
-from controller.core.times import parse_time
 from controller.kube.caches import Caches
 from controller.kube.client import ApiError, Kube, api_message
 from controller.kube.clusterview import ClusterView, Facts
@@ -36,6 +34,7 @@ from controller.operator.observe import Observer
 from controller.operator.placement import Placement
 from controller.operator.podindex import PodIndex
 from controller.operator.settled import Settled
+from controller.operator.unplaced import Unplaced
 from controller.operator.waiting import WaitingPods
 from controller.settings import Settings
 
@@ -70,6 +69,7 @@ class Operator:
         self.placement = Placement(kube, metrics, self.notifier, self.index, self.balloon_of)
         self.gates = Gates(kube, self.index, metrics)
         self.budgets = Budgets(kube, caches, self.notifier)
+        self.unplaced = Unplaced(settings, kube, self.index, metrics, self.notifier)
         self.anchors = AnchorGuard(kube, self.index, self.placement, metrics, self.notifier)
         self.waiting = WaitingPods(settings, self.index, metrics, self.notifier,
                                    self._claims_tekton_makes)
@@ -270,28 +270,6 @@ class Operator:
                 if (o.get("metadata") or {}).get("namespace") == ns
             ]
         policies.report(self.settings, self.kube, self.notifier, obj, neighbours)
-
-    def check_placed(self, run: tekton.PipelineRun, sts: Mapping[str, Any]) -> None:
-        """A balloon whose StatefulSet has made no pod after a while is said on the run, with
-        the StatefulSet controller's words. A pod that exists but waits for a node is said by
-        WaitingPods (BalloonUnschedulable), a balloon not made yet by what holds it."""
-        created = parse_time(sts["metadata"].get("creationTimestamp"))
-        if created is None:
-            return
-        age = (datetime.now(UTC) - created).total_seconds()
-        grace = self.settings.balloon_stuck_after
-        if age < grace or self.index.balloon(run.uid) is not None:
-            return
-        if self.kube.list_balloon_pods(run.namespace, run.uid):
-            return  # the pod watch has not shown it yet
-        meta = sts["metadata"]
-        failures = self.kube.event_messages(run.namespace, str(meta.get("uid")), "FailedCreate")
-        newest = self.index.newest_balloon_pod
-        idle = (datetime.now(UTC) - newest).total_seconds() if newest else float("inf")
-        notice = waiting.no_pod(age, grace, failures, idle)
-        if notice is not None:
-            self.metrics.balloon_problems.labels(reason="not-placed").inc()
-            self.notifier.tell(pipelinerun_ref(run.name, run.namespace, run.uid), notice, run.uid)
 
     # -- policies ---------------------------------------------------------------------------
 

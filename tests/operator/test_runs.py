@@ -8,7 +8,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from controller.core import balloon, budget, names, policy, tekton
+from controller.core import balloon, budget, names, policy
 from controller.kube.caches import hears
 from controller.kube.client import ApiError
 from controller.kube.clusterview import Facts
@@ -110,6 +110,9 @@ class MemoryKube:
 
     def list_balloon_pods(self, namespace: str, run_uid: str) -> list[dict[str, Any]]:
         return [{"spec": {"nodeName": "node-1"}}]
+
+    def event_messages(self, namespace: str, kind: str, reason: str) -> dict[str, list[str]]:
+        return {}
 
     def post_event(self, involved: Any, reason: str, message: str, **kwargs: Any) -> None:
         self.events.append((reason, message))
@@ -369,51 +372,6 @@ def test_runs_waiting_for_their_anchor_are_said_from_the_pod_watch_not_listed() 
     assert said == []
     operator.waiting.check(datetime.now(UTC) + timedelta(seconds=Settings().balloon_stuck_after))
     assert len(said) == 3 and all("4 Insufficient cpu" in m for m in said)
-
-
-def test_a_balloon_whose_pod_could_not_be_made_is_said_with_the_controller_s_words() -> None:
-    """No pod past the grace: the StatefulSet controller's FailedCreate (quota, LimitRange,
-    admission) is the why; without one, nothing is said until the controller has been silent
-    for a minute, making neither this pod nor another balloon's (a burst of runs keeps it busy,
-    and that resolves itself)."""
-    kube = MemoryKube()
-    kube.list_balloon_pods = lambda namespace, run_uid: []  # type: ignore[method-assign]
-    failures: list[str] = []
-    kube.event_messages = lambda namespace, uid, reason: list(failures)  # type: ignore[attr-defined]
-    operator = Operator(Settings(), kube, StaticView(), Metrics(), MemoryCaches(kube))  # type: ignore[arg-type]
-    body = factories.pipelinerun(name="quota", uid="quota-uid")
-    kube.runs["quota"] = body
-    operator.reconcile_run(body)
-    sts = kube.statefulsets[balloon.balloon_name("quota-uid")]
-    run = tekton.PipelineRun.from_body(body)
-
-    def made(seconds_ago: float) -> None:
-        when = datetime.now(UTC) - timedelta(seconds=seconds_ago)
-        sts["metadata"]["creationTimestamp"] = when.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-    made(30)
-    operator.check_placed(run, sts)
-    assert [r for r, _ in kube.events if r == "BalloonNotPlaced"] == []
-    failures.append('pods "coschedule-quota-uid-0" is forbidden: exceeded quota: q')
-    operator.check_placed(run, sts)
-    said = [m for r, m in kube.events if r == "BalloonNotPlaced"]
-    assert len(said) == 1 and "exceeded quota: q" in said[0]
-
-    silent = Operator(Settings(), kube, StaticView(), Metrics(), MemoryCaches(kube))  # type: ignore[arg-type]
-    failures.clear()
-    kube.events.clear()
-    made(61)
-    other = {"metadata": {"name": "coschedule-other-0", "namespace": "team-a", "uid": "p-other",
-                          "creationTimestamp": (datetime.now(UTC) - timedelta(seconds=30)).strftime(
-                              "%Y-%m-%dT%H:%M:%SZ"),
-                          "labels": balloon.selector_labels("other-uid")}, "spec": {}}
-    silent.index.balloon_event(other, deleted=False)  # another run's, made 30 s ago: a burst
-    silent.check_placed(run, sts)
-    assert [r for r, _ in kube.events if r == "BalloonNotPlaced"] == []
-    silent.index.newest_balloon_pod = datetime.now(UTC) - timedelta(seconds=61)
-    silent.check_placed(run, sts)
-    said = [m for r, m in kube.events if r == "BalloonNotPlaced"]
-    assert len(said) == 1 and "kube-controller-manager" in said[0]
 
 
 def test_a_run_given_a_balloon_is_marked_with_its_taskruns_and_stays_anchored_when_its_namespace_is_switched_off() -> None:

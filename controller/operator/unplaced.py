@@ -1,0 +1,62 @@
+"""Balloons whose StatefulSet has made no pod after a while, said on their run by the resync,
+with the StatefulSet controller's words (core/waiting.no_pod decides). A pod that exists but
+waits for a node is said by WaitingPods (BalloonUnschedulable), a balloon not made yet by what
+holds it.
+
+In a burst the StatefulSet controller takes its time (1,000 runs at once: 17 to 40 s a pod),
+and every balloon past the grace without a pod cost two LISTs a round: its pods, and its
+StatefulSet's Events. Now a round lists a namespace's FailedCreate Events once for all of its
+waiting balloons, and a balloon's pods only before a Warning is said (the pod watch may lag
+behind the StatefulSet controller: a Warning is never a false alarm).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from controller.core import tekton, waiting
+from controller.core.times import parse_time
+from controller.kube.client import Kube
+from controller.metrics import Metrics
+from controller.operator.notify import Notifier, pipelinerun_ref
+from controller.operator.podindex import PodIndex
+from controller.settings import Settings
+
+FAILED_CREATE = "FailedCreate"
+
+
+class Unplaced:
+    def __init__(self, settings: Settings, kube: Kube, index: PodIndex, metrics: Metrics,
+                 notifier: Notifier) -> None:
+        self.settings = settings
+        self.kube = kube
+        self.index = index
+        self.metrics = metrics
+        self.notifier = notifier
+
+    def check(self, balloons: Iterable[tuple[tekton.PipelineRun, Mapping[str, Any]]]) -> None:
+        """Each live run's balloon StatefulSet, once a round."""
+        now = datetime.now(UTC)
+        grace = self.settings.balloon_stuck_after
+        newest = self.index.newest_balloon_pod
+        idle = (now - newest).total_seconds() if newest else float("inf")
+        failures: dict[str, Mapping[str, list[str]]] = {}  # namespace -> StatefulSet uid -> ...
+        for run, sts in balloons:
+            meta = sts.get("metadata") or {}
+            created = parse_time(meta.get("creationTimestamp"))
+            if created is None or self.index.balloon(run.uid) is not None:
+                continue
+            age = (now - created).total_seconds()
+            if age < grace:
+                continue
+            if run.namespace not in failures:
+                failures[run.namespace] = self.kube.event_messages(
+                    run.namespace, "StatefulSet", FAILED_CREATE)
+            said = failures[run.namespace].get(str(meta.get("uid")), [])
+            notice = waiting.no_pod(age, grace, said, idle)
+            if notice is None or self.kube.list_balloon_pods(run.namespace, run.uid):
+                continue  # nothing to say, or the pod watch has not shown the pod yet
+            self.metrics.balloon_problems.labels(reason="not-placed").inc()
+            self.notifier.tell(pipelinerun_ref(run.name, run.namespace, run.uid), notice, run.uid)
