@@ -195,9 +195,9 @@ class Kube:
     def get_pv(self, name: str) -> Obj | None:
         return self.get_or_none(self.core.read_persistent_volume, name)
 
-    def create_pdb(self, manifest: Mapping[str, Any]) -> None:
-        """Creates it, or leaves the one that exists."""
-        self._create_new(self.policy.create_namespaced_pod_disruption_budget, manifest)
+    def create_pdb(self, manifest: Mapping[str, Any]) -> bool:
+        """Creates it; False if one of that name exists (it is left as it is)."""
+        return self._create_new(self.policy.create_namespaced_pod_disruption_budget, manifest)
 
     def delete_pdb(self, namespace: str, name: str, uid: str) -> None:
         """Deletes that budget (the uid precondition spares a successor); gone already is done."""

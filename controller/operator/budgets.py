@@ -1,6 +1,7 @@
 """The PodDisruptionBudget of each namespace with balloons (core/budget.py): made with the
 namespace's first balloon, made again by the resync if it went, and deleted once the namespace
-is switched off and its last balloon is gone.
+is switched off and its last balloon is gone. A budget of another's holding its name is said on
+the namespace's runs.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 import structlog
 
-from controller.core import budget, tekton
+from controller.core import budget, names, tekton
 from controller.core.notices import Notice
 from controller.kube.caches import Caches
 from controller.kube.client import ApiError, Kube, api_message
@@ -53,6 +54,25 @@ class Budgets:
         with self._lock:
             self._made.add(run.namespace)
 
+    def _name_taken(self, namespace: str, balloons: Sequence[Mapping[str, Any]]) -> None:
+        """A budget of that name exists, but not ours (the cache, by our labels, has none):
+        somebody else's holds the name, and nothing of ours covers the balloons. Said on each
+        of the namespace's runs with a balloon, and tried again each round."""
+        notice = Notice(
+            "BalloonUnprotected",
+            f"a PodDisruptionBudget named {budget.NAME} that tekton-coscheduler did not make "
+            "(it lacks our labels) holds the name of the namespace's budget for balloons: ours "
+            "cannot be made, and a drain of a node may evict the anchor unless that budget "
+            "covers the balloons (rename or delete it)",
+        )
+        for sts in balloons:
+            meta = sts.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            if meta.get("namespace") == namespace and labels.get(names.LABEL_RUN_UID):
+                uid = str(labels[names.LABEL_RUN_UID])
+                run = pipelinerun_ref(str(labels.get(names.LABEL_RUN) or ""), namespace, uid)
+                self.notifier.tell(run, notice, uid)
+
     def tend(self, balloons: Sequence[Mapping[str, Any]], facts: Facts) -> None:
         """A resync round: budgets made where a balloon has none, deleted where no longer
         needed; nothing asked of the API server when all is well (the budgets' watch cache)."""
@@ -66,7 +86,8 @@ class Budgets:
                              facts.enabled_namespaces)
         for namespace in wanted.create:
             try:
-                self.kube.create_pdb(budget.of_namespace(namespace))
+                if not self.kube.create_pdb(budget.of_namespace(namespace)):
+                    self._name_taken(namespace, balloons)
             except ApiError as exc:
                 log.warning("could not make the namespace's budget for balloons",
                             namespace=namespace, error=f"{exc.status} {api_message(exc)}")

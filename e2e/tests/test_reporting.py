@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from controller.core import names
+from controller.core import budget, names
 from e2e.harness.cluster import ClusterHandle, read_versions
 from e2e.harness.cluster import tekton as tekton_cluster
 from e2e.harness.coscheduler import Coscheduler
@@ -81,6 +81,19 @@ def test_a_balloon_pod_the_quota_refuses_is_said_with_the_quota_s_words(enabled:
     s.run(workspaces=[{"name": "w", "emptyDir": {}}])
     event = wait_event(s, "BalloonNotPlaced", timeout=60)
     assert "exceeded quota" in event.message and "the run's pods wait" in event.message
+
+
+def test_a_budget_of_another_s_holding_our_name_is_said_on_the_run(enabled: Scenario) -> None:
+    """Somebody's PodDisruptionBudget took the name of the namespace's budget for balloons:
+    ours cannot be made, and the run is told (a drain may evict its anchor)."""
+    s = enabled
+    client.PolicyV1Api(s.core.api_client).create_namespaced_pod_disruption_budget(s.ns, {
+        "metadata": {"name": budget.NAME},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}})
+    run = s.run(workspaces=[{"name": "w", "emptyDir": {}}])
+    event = wait_event(s, "BalloonUnprotected", timeout=30)
+    assert "did not make" in event.message and event.type == "Warning"
+    s.finish(run)
 
 
 def test_balloon_refused_by_quota_is_said(enabled: Scenario, coscheduler: Coscheduler) -> None:

@@ -80,11 +80,12 @@ class MemoryKube:
         name = manifest["metadata"]["name"]
         self.statefulsets[name]["spec"]["template"] = copy.deepcopy(manifest["spec"]["template"])
 
-    def create_pdb(self, manifest: dict[str, Any]) -> None:
+    def create_pdb(self, manifest: dict[str, Any]) -> bool:
         meta = manifest["metadata"]
         made = copy.deepcopy(manifest)
         made["metadata"]["uid"] = f"pdb-{meta['namespace']}"
-        self.budgets.setdefault(f"{meta['namespace']}/{meta['name']}", made)
+        key = f"{meta['namespace']}/{meta['name']}"
+        return self.budgets.setdefault(key, made) is made
 
     def delete_pdb(self, namespace: str, name: str, uid: str) -> None:
         self.deleted.append(f"{namespace}/{name}")
@@ -164,7 +165,9 @@ class MemoryCaches:
         return list(self.kube.statefulsets.values())
 
     def budgets(self) -> list[dict[str, Any]]:
-        return list(self.kube.budgets.values())
+        """Ours: the cache watches by our labels."""
+        return [b for b in self.kube.budgets.values()
+                if (b["metadata"].get("labels") or {}).get(names.LABEL_MANAGED_BY) == names.APP]
 
     def claims_of(self, namespace: str, run_uid: str, named: Any) -> list[dict[str, Any]]:
         return []
@@ -277,6 +280,22 @@ def test_a_budget_not_made_is_said_on_the_run_and_made_by_the_resync() -> None:
     kube.create_pdb = create  # type: ignore[method-assign]
     Resync(operator)()
     assert list(kube.budgets) == [f"team-a/{budget.NAME}"]
+
+
+def test_a_budget_of_another_s_that_holds_the_name_is_said_on_the_namespace_s_runs() -> None:
+    operator, kube = make(caches=True)
+    theirs = {"metadata": {"name": budget.NAME, "namespace": "team-a", "uid": "theirs"},
+              "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}}
+    kube.budgets[f"team-a/{budget.NAME}"] = theirs
+    for i in range(2):
+        body = factories.pipelinerun(name=f"run-{i}", uid=f"run-{i}-uid")
+        kube.runs[body["metadata"]["name"]] = body
+        operator.reconcile_run(body)
+    assert [r for r, _ in kube.events] == []  # the watch may not have shown ours yet
+    Resync(operator)()
+    said = [m for r, m in kube.events if r == "BalloonUnprotected"]
+    assert len(said) == 2 and "did not make" in said[0]
+    assert kube.budgets[f"team-a/{budget.NAME}"] is theirs
 
 
 def test_a_budget_goes_once_its_namespace_is_switched_off_and_its_last_balloon_is_gone() -> None:
