@@ -1,4 +1,5 @@
-"""The only module that talks to the API server. Blocking calls; run them off the event loop.
+"""What the operator asks of the API server (with kube/api.py under it, the only modules that
+talk to it). Blocking calls; run them off the event loop.
 
 Objects go in and come out as plain dicts in the API's own camelCase shape: the pure modules
 never see client models.
@@ -6,79 +7,26 @@ never see client models.
 
 from __future__ import annotations
 
-import json
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import kubernetes
-import orjson
 import structlog
 from kubernetes.client.exceptions import ApiException
 
 from controller.core import names, tekton
-from controller.kube import connection
-from controller.metrics import Metrics
+from controller.kube.api import Api
+from controller.kube.api import ApiError as ApiError  # what the layers above catch
+from controller.kube.api import Obj as Obj
+from controller.kube.api import api_message as api_message
 
 log = structlog.get_logger(__name__)
 
-Obj = dict[str, Any]
-# What the layers above catch: they never import the client library themselves.
-ApiError = ApiException
 
-
-def api_message(exc: ApiException) -> str:
-    """The API server's own words for a failed request."""
-    try:
-        return str(json.loads(exc.body or "{}").get("message") or exc.reason)
-    except ValueError:
-        return str(exc.reason)
-
-
-class Kube:
-    def __init__(
-        self,
-        api: kubernetes.client.ApiClient,
-        timeout: float = 30.0,
-        metrics: Metrics | None = None,
-    ) -> None:
-        self.api = api
-        self.timeout = timeout
-        # The Lease holder identity this process writes as, once it leads (None: it does not
-        # lead, or leader election is off).
-        self.actor: str | None = None
-        connection.count_requests(api, metrics, lambda: self.actor)
-        self.core = kubernetes.client.CoreV1Api(api)
-        self.apps = kubernetes.client.AppsV1Api(api)
-        self.custom = kubernetes.client.CustomObjectsApi(api)
-        self.coordination = kubernetes.client.CoordinationV1Api(api)
-        self.policy = kubernetes.client.PolicyV1Api(api)
-
-    def json(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
-        resp = fn(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
-        data: Obj = orjson.loads(resp.data)
-        return data
-
-    def send(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-        """A write whose answer is not used: the answer is read as bytes and dropped, never
-        built into the client's models (a 12 KB pod's V1Pod took 0.6 to 1.2 ms of CPU to
-        build here, for every write)."""
-        resp = fn(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
-        resp.read()  # to its end, so that the connection goes back to the pool
-        resp.release_conn()
-
-    def items(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Obj]:
-        items: list[Obj] = self.json(fn, *args, **kwargs).get("items") or []
-        return items
-
-    def get_or_none(self, fn: Callable[..., Any], *args: Any) -> Obj | None:
-        try:
-            return self.json(fn, *args)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+class Kube(Api):
+    """What the operator asks of the API server, by what it asks about."""
 
     # -- balloons ------------------------------------------------------------------------
 
@@ -109,16 +57,6 @@ class Kube:
         pod = self.get_or_none(self.core.read_namespaced_pod, pod_name, meta["namespace"])
         if pod is not None and not (pod.get("spec") or {}).get("nodeName"):
             self.delete_pod(meta["namespace"], pod_name, uid=pod["metadata"]["uid"])
-
-    def _create_new(self, fn: Callable[..., Any], manifest: Mapping[str, Any]) -> bool:
-        """Creates it; False if one of that name exists."""
-        try:
-            self.send(fn, manifest["metadata"]["namespace"], dict(manifest))
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-            return False
-        return True
 
     def create_pod(self, manifest: Mapping[str, Any]) -> bool:
         """Creates it; False if one of that name exists (it may be ending: asked again later)."""
@@ -308,16 +246,6 @@ class Kube:
         return self._unless_conflict(
             self.coordination.replace_namespaced_lease, meta["name"], meta["namespace"], body
         )
-
-    def _unless_conflict(self, fn: Callable[..., Any], *args: Any) -> bool:
-        """True if the write went through; False on 409 (someone else wrote first)."""
-        try:
-            self.send(fn, *args)  # plain dicts are sent as they are
-            return True
-        except ApiException as exc:
-            if exc.status == 409:
-                return False
-            raise
 
     # -- events --------------------------------------------------------------------------
 
