@@ -69,6 +69,14 @@ def desired_claims(
     return named + owned
 
 
+def reads(run: tekton.PipelineRun) -> object:
+    """What a run's decision, and what follows it (its mark, its peak, its resolution), read of
+    the PipelineRun itself: an event that changes none of it changes no decision. Tekton rewrites
+    a running run's status a few dozen times (each TaskRun made, each condition's message)."""
+    return (run.labels, run.annotations, run.spec, run.succeeded_status,
+            bool(run.status.get("childReferences")), run.status.get("pipelineSpec"))
+
+
 def decide(obs: Observed) -> Decision:
     run = obs.run
     exists = obs.balloon is not None

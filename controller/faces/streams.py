@@ -89,7 +89,7 @@ class Streams:
         if kind == "DELETED":
             op.forget_run(body)
         else:
-            op.reconcile_run(body)
+            op.run_event(body)
 
     def on_pod(self, kind: str, pod: Obj) -> None:
         labels, op, deleted = _labels(pod), self.operator, kind == "DELETED"

@@ -130,6 +130,17 @@ class Operator:
         self.marks.forget(uid)
         self.gates.forget(uid)
 
+    def run_event(self, body: Mapping[str, Any]) -> None:
+        """A watch event of a run: reconciled, unless the run is settled and the event changed
+        nothing its decision reads (operator/settled.py); then only its body is kept."""
+        run = tekton.PipelineRun.from_body(body)
+        if self.settled.quiet(run.uid, reconcile.reads(run)):
+            with self._live_lock:
+                if run.uid in self.live:
+                    self.live[run.uid] = body
+                    return
+        self.reconcile_run(body)
+
     def reconcile_run(self, body: Mapping[str, Any]) -> reconcile.Decision:
         begun = self.settled.begin()  # before anything is read: see Settled.settle
         run = tekton.PipelineRun.from_body(body)
@@ -191,7 +202,7 @@ class Operator:
             if live:
                 self.reconciled[run.uid] = time.monotonic()
         if live and decision.verb is Verb.KEEP:
-            self.settled.settle(run.uid, run.namespace, begun)
+            self.settled.settle(run.uid, run.namespace, begun, reconcile.reads(run))
         else:
             self.settled.forget(run.uid)
         return decision

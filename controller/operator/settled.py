@@ -17,6 +17,10 @@ Only what the decision reads counts: a claim's binding and a StatefulSet's statu
 rewritten a few times for every run, and at 1,000 runs in one namespace a claim of a run not
 settled yet unsettled all of the namespace's.
 
+A settled run's own events wake it only when they change what its decision reads of the run
+(core/reconcile.reads): Tekton rewrites a running run's status a few dozen times, and each was
+a whole reconcile.
+
 A run stays settled at most `rounds` rounds, the safety net for what no watch said (a watch
 that lost its place and listed again tells no listener what changed meanwhile).
 """
@@ -57,6 +61,7 @@ class Settled:
         self.index = index
         self.round = 0  # resync rounds begun
         self._since: dict[str, int] = {}  # run uid -> the round it was settled in
+        self._reads: dict[str, object] = {}  # run uid -> what its decision read of the run
         # A touch that comes while a run is being decided must not be lost by the "keep" that
         # follows: each touch is numbered, and a decision settles only if none came after the
         # number it took before its observation (kept two rounds: decisions take less).
@@ -75,14 +80,16 @@ class Settled:
         with self._lock:
             return self._seq
 
-    def settle(self, uid: str, namespace: str, begun: int) -> None:
-        """The run's decision kept its balloon as it is (on what it read after `begun`)."""
+    def settle(self, uid: str, namespace: str, begun: int, reads: object = None) -> None:
+        """The run's decision kept its balloon as it is (on what it read after `begun`, and
+        `reads` of the run: core/reconcile.reads)."""
         with self._lock:
             last = max(self._touched.get(uid, 0), self._touched.get("ns:" + namespace, 0),
                        self._all_touched)
             if last > begun:
                 return
             self._since[uid] = self.round
+            self._reads[uid] = reads
             self._namespace_of[uid] = namespace
             self._by_namespace.setdefault(namespace, set()).add(uid)
 
@@ -90,6 +97,11 @@ class Settled:
         """Any other decision, or the run ended: reconciled by every round while it lives."""
         with self._lock:
             self._drop(uid)
+
+    def quiet(self, uid: str, reads: object) -> bool:
+        """The run is settled and its event changed nothing its decision reads of it."""
+        with self._lock:
+            return uid in self._since and self._reads.get(uid) == reads
 
     def skips(self, uid: str) -> bool:
         """Whether this round of the resync leaves the run alone."""
@@ -144,6 +156,7 @@ class Settled:
                 self._seq += 1
                 self._all_touched = self._seq
                 self._since.clear()
+                self._reads.clear()
                 self._by_namespace.clear()
                 self._namespace_of.clear()
 
@@ -173,6 +186,7 @@ class Settled:
 
     def _drop(self, uid: str) -> None:
         self._since.pop(uid, None)
+        self._reads.pop(uid, None)
         namespace = self._namespace_of.pop(uid, None)
         if namespace is not None:
             runs = self._by_namespace.get(namespace)

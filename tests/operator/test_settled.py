@@ -264,3 +264,26 @@ def test_a_change_said_while_the_run_is_being_decided_is_not_lost_by_its_keep() 
     reconciled = counting(operator)
     resync()
     assert reconciled == ["run-0"]
+
+
+def test_a_settled_run_s_event_that_changes_nothing_its_decision_reads_is_not_reconciled(
+) -> None:
+    """Tekton rewrites a running run's status a few dozen times: a TaskRun made, a condition's
+    message. Only what the decision reads of the run wakes it; its newest body is kept."""
+    operator, kube, _resync = settled_runs(1)
+    reconciled = counting(operator)
+    body = kube.runs["run-0"]
+
+    def written(children: int, message: str, succeeded: str = "Unknown") -> dict[str, Any]:
+        status = {"conditions": [{"type": "Succeeded", "status": succeeded, "message": message}],
+                  "childReferences": [{"name": f"run-0-t{i}"} for i in range(children)]}
+        return {**body, "status": status}
+
+    operator.run_event(written(1, "Tasks Completed: 0"))  # its first TaskRun: read
+    operator.run_event(written(2, "Tasks Completed: 1"))
+    operator.run_event(written(3, "Tasks Completed: 2"))
+    assert reconciled == ["run-0"]
+    assert operator.live["run-0-uid"]["status"]["conditions"][0]["message"] == "Tasks Completed: 2"
+    operator.run_event(written(3, "Completed", succeeded="True"))
+    assert reconciled == ["run-0", "run-0"]
+    assert kube.statefulsets == {}
