@@ -42,11 +42,11 @@ class Marks:
         with self._lock:
             return mark.by(run, self.installation) or run.uid in self._marked
 
-    def ensure(self, run: tekton.PipelineRun, topology_key: str) -> None:
-        """Marks the run and its TaskRuns, once. A failure is logged: the run stays anchored
-        while its namespace is enabled, and the next event tries again."""
+    def ensure(self, run: tekton.PipelineRun, topology_key: str) -> bool:
+        """Marks the run and its TaskRuns, once. A failure is logged (False): the run stays
+        anchored while its namespace is enabled, and its next event tries again."""
         if self.marked(run) or not mark.ready(run):
-            return  # marked, or Tekton's first writes still to come: a later event marks it
+            return True  # marked, or Tekton's first writes still to come: they wake the run
         try:
             self.kube.patch_tekton(run.namespace, "pipelineruns", run.name,
                                    mark.patch(run.uid, topology_key, self.installation))
@@ -54,9 +54,10 @@ class Marks:
         except ApiError as exc:
             log.warning("could not mark the anchored run", error=f"{exc.status} {api_message(exc)}",
                         object=f"PipelineRun/{run.namespace}/{run.name}")
-            return
+            return False
         with self._lock:
             self._marked.add(run.uid)
+        return True
 
     def _mark_task_runs(self, run: tekton.PipelineRun, topology_key: str) -> None:
         for name in mark.unmarked(self.kube.list_task_runs(run.namespace, run.name), run.uid):

@@ -192,8 +192,9 @@ class Operator:
         if decision.verb in (Verb.CREATE, Verb.UPDATE) and not self._still_live(run):
             return reconcile.Decision(Verb.NONE, "run no longer live")
         self._act(run, decision, existing)
+        marked = True
         if decision.verb in (Verb.CREATE, Verb.UPDATE, Verb.KEEP) or decision.manifest:
-            self.marks.ensure(run, facts.topology_key(run.namespace))
+            marked = self.marks.ensure(run, facts.topology_key(run.namespace))
             self.capacity.tend(run.uid, decision.manifest, src)
         elif self.index.rooms(run.uid):
             self.capacity.release(run.uid, decision.why)
@@ -201,7 +202,7 @@ class Operator:
             live = run.uid in self.live
             if live:
                 self.reconciled[run.uid] = time.monotonic()
-        if live and decision.verb is Verb.KEEP:
+        if live and decision.verb is Verb.KEEP and marked:  # a mark not made: its next event
             self.settled.settle(run.uid, run.namespace, begun, reconcile.reads(run))
         else:
             self.settled.forget(run.uid)

@@ -8,7 +8,7 @@ from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
-from controller.core import balloon, names, policy
+from controller.core import balloon, names, policy, reconcile, tekton
 from controller.faces.streams import Streams
 from controller.kube.client import ApiError
 from controller.operator.resync import Resync
@@ -287,3 +287,25 @@ def test_a_settled_run_s_event_that_changes_nothing_its_decision_reads_is_not_re
     operator.run_event(written(3, "Completed", succeeded="True"))
     assert reconciled == ["run-0", "run-0"]
     assert kube.statefulsets == {}
+
+
+def test_a_run_whose_mark_could_not_be_made_is_not_settled_its_next_event_tries_again(
+) -> None:
+    operator, kube = make(caches=True, settings=Settings(resync_settled_rounds=ROUNDS))
+    body = event_of(kube, "run-0", "team-a")
+    body["metadata"]["labels"] = {tekton.LABEL_PIPELINE: "fan-out-in"}
+    body["status"]["pipelineSpec"] = {"tasks": []}  # Tekton's first writes: the mark is due
+    patch = kube.patch_tekton
+
+    def refused(*args: Any) -> None:
+        raise ApiError(status=500, reason="etcd leader changed")
+
+    kube.patch_tekton = refused  # type: ignore[method-assign]
+    operator.reconcile_run(body)  # made
+    operator.reconcile_run(body)  # kept, but not marked
+    assert not operator.settled.quiet("run-0-uid", reconcile.reads(tekton.PipelineRun.from_body(body)))
+    kube.patch_tekton = patch  # type: ignore[method-assign]
+    reconciled = counting(operator)
+    operator.run_event(body)
+    assert reconciled == ["run-0"]
+    assert names.LABEL_ANCHORED in kube.runs["run-0"]["metadata"]["labels"]
