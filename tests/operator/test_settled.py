@@ -303,7 +303,8 @@ def test_a_run_whose_mark_could_not_be_made_is_not_settled_its_next_event_tries_
     kube.patch_tekton = refused  # type: ignore[method-assign]
     operator.reconcile_run(body)  # made
     operator.reconcile_run(body)  # kept, but not marked
-    assert not operator.settled.quiet("run-0-uid", reconcile.reads(tekton.PipelineRun.from_body(body)))
+    reads = reconcile.reads(tekton.PipelineRun.from_body(body))
+    assert not operator.settled.quiet("run-0-uid", reads)
     kube.patch_tekton = patch  # type: ignore[method-assign]
     reconciled = counting(operator)
     operator.run_event(body)
