@@ -108,7 +108,7 @@ def main() -> None:
                                       labels={names.NAMESPACE_LABEL: "true"})
         operator = Coscheduler(cluster, env_overrides=env)
         operator.start()
-        cluster.wait_for(lambda: '"event": "leading"' in operator.log(5000), timeout=60,
+        cluster.wait_for(lambda: '"event":"leading"' in operator.log(5000), timeout=60,
                          what="the operator leads")
         idle = summary(measure(operator, ns, 20))
         print(f"no runs: p50 {idle['p50']:.1f} ms, p99 {idle['p99']:.1f} ms, "
@@ -121,7 +121,7 @@ def main() -> None:
                                                        pending_run(i))
         print(f"{args.runs} pending PipelineRuns created in {time.monotonic() - started:.0f} s")
         loaded = summary(measure(operator, ns, args.seconds))
-        resyncs = operator.log(200000).count('"event": "resync done"')
+        resyncs = operator.log(200000).count('"event":"resync done"')
         print(f"{args.runs} runs, leader resyncing every 5 s: p50 {loaded['p50']:.1f} ms, "
               f"p99 {loaded['p99']:.1f} ms, slowest {loaded['max']:.1f} ms "
               f"({loaded['n']} answers{f', {resyncs} resyncs logged' if resyncs else ''})")
