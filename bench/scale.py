@@ -267,6 +267,7 @@ def one_mode(cluster: LocalCluster, mode: str, runs: int, namespaces: int, opera
             for event in client.CoreV1Api(api).list_namespaced_event(ns).items:
                 if event.type == "Warning" and event.involved_object.kind == "PipelineRun":
                     warned.setdefault(event.involved_object.name, set()).add(event.reason)
+                    result.examples.setdefault(event.reason, event.message or "")
         result.warned = len(warned)
         for reasons in warned.values():
             for reason in reasons:

@@ -33,6 +33,7 @@ class ModeResult:
     orphans: int = 0  # balloons left a minute after the last run ended
     warned: int = 0  # runs with any Warning Event (healthy runs: none is a true alarm)
     warnings: dict[str, int] = field(default_factory=dict)  # reason -> runs it was said on
+    examples: dict[str, str] = field(default_factory=dict)  # reason -> one of its messages
     anchor_p50: float = float("nan")
     anchor_p99: float = float("nan")
     first_layer_p50: float = float("nan")
@@ -70,6 +71,8 @@ def report(args: argparse.Namespace, results: list[ModeResult],
         if r.warnings:
             print(f"  {r.mode}: Warnings on runs: " + ", ".join(
                 f"{reason} {count}" for reason, count in sorted(r.warnings.items())))
+            for reason, message in sorted(r.examples.items()):
+                print(f"    e.g. {reason}: {message}")
     if ours:
         for key, value in ours.operator.items():
             if key != "profile":

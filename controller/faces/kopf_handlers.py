@@ -37,4 +37,4 @@ def node_event(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> 
 @kopf.on.event(names.POLICY_GROUP, names.POLICY_VERSION, names.POLICY_PLURAL, registry=registry)
 def policy_event(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
     if type != "DELETED":
-        _op(memo).report_policy(body)
+        _op(memo).policies.report(body)

@@ -1,5 +1,5 @@
 """The status of CoschedulingPolicies: written from core.policystatus, with an Event for each
-problem."""
+problem; and the count of invalid ones (a metric)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,36 @@ from typing import Any
 from controller.core import names, policystatus
 from controller.core.notices import Notice
 from controller.kube.client import Kube
+from controller.kube.clusterview import ClusterView, Facts
+from controller.metrics import Metrics
 from controller.operator.notify import Notifier
 from controller.settings import Settings
+
+
+class Policies:
+    def __init__(self, settings: Settings, kube: Kube, notifier: Notifier, metrics: Metrics,
+                 view: ClusterView) -> None:
+        self.settings = settings
+        self.kube = kube
+        self.notifier = notifier
+        self.metrics = metrics
+        self.view = view
+        view.subscribe(self.on_facts)
+
+    def report(self, obj: Mapping[str, Any], cached: bool = False) -> None:
+        """cached: from the resync, which writes only what the watch's copy says is not so."""
+        neighbours = None
+        if cached:
+            ns = (obj.get("metadata") or {}).get("namespace")
+            neighbours = [
+                o for o in self.view.facts.policy_objects
+                if (o.get("metadata") or {}).get("namespace") == ns
+            ]
+        report(self.settings, self.kube, self.notifier, obj, neighbours)
+
+    def on_facts(self, old: Facts, new: Facts) -> None:
+        invalid = sum(1 for r in new.policies.values() for p in r.problems if p.reason == "Invalid")
+        self.metrics.policy_problems.set(invalid)
 
 
 def report(

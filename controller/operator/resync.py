@@ -17,7 +17,7 @@ anything is deleted.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -42,9 +42,14 @@ class Resync:
             op.kube.list_balloons()
         )
         since = self.last_round
+        # The live runs' bodies are a snapshot: one an event has replaced since (or whose run
+        # ended) is left to that event, or a stale body would put an ended run back among the
+        # live ones. The first round's, listed from the API server, are all decided.
+        current: Callable[[Mapping[str, Any]], bool] = op.still_current
         if not self.seeded:
             bodies: Sequence[Mapping[str, Any]] = op.kube.list_pipelineruns()
             self.seeded = True
+            current = bool
         else:
             with op._live_lock:
                 bodies = [b for uid, b in op.live.items()
@@ -52,6 +57,8 @@ class Resync:
                           and not op.settled.skips(uid)]
                 op.metrics.resync_left_alone.set(len(op.live) - len(bodies))
         for body in bodies:
+            if not current(body):
+                continue
             try:
                 op.reconcile_run(body)
             except Exception:
@@ -71,7 +78,7 @@ class Resync:
         op.capacity.release_orphans(live)
         op.metrics.balloons_active.set(len(balloons))
         for obj in op.view.facts.policy_objects:
-            op.report_policy(obj, cached=True)
+            op.policies.report(obj, cached=True)
         op.settled.next_round()
         op.metrics.resync_rounds.inc()
         self.last_round = time.monotonic()

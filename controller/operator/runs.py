@@ -20,9 +20,8 @@ from controller.core.notices import Notice
 from controller.core.reconcile import Verb
 from controller.kube.caches import Caches
 from controller.kube.client import ApiError, Kube, api_message
-from controller.kube.clusterview import ClusterView, Facts
+from controller.kube.clusterview import ClusterView
 from controller.metrics import Metrics
-from controller.operator import policies
 from controller.operator.anchors import AnchorGuard
 from controller.operator.assistant import Assistant
 from controller.operator.budgets import Budgets
@@ -33,6 +32,7 @@ from controller.operator.notify import Notifier, pipelinerun_ref
 from controller.operator.observe import Observer
 from controller.operator.placement import Placement
 from controller.operator.podindex import PodIndex
+from controller.operator.policies import Policies
 from controller.operator.settled import Settled
 from controller.operator.unplaced import Unplaced
 from controller.operator.waiting import WaitingPods
@@ -82,7 +82,7 @@ class Operator:
         self.marks = Marks(
             kube, f"{settings.namespace_label}={settings.namespace_label_value}", self._live_runs
         )
-        view.subscribe(self.on_facts)
+        self.policies = Policies(settings, kube, self.notifier, metrics, view)
         view.subscribe(self.settled.on_facts)
         if caches is not None:
             self.settled.listen_to(caches)
@@ -129,6 +129,13 @@ class Operator:
         self.capacity.forget(uid)
         self.marks.forget(uid)
         self.gates.forget(uid)
+
+    def still_current(self, body: Mapping[str, Any]) -> bool:
+        """Whether this body is still the one the live runs hold (no newer event replaced it,
+        and its run has not ended)."""
+        uid = str((body.get("metadata") or {}).get("uid") or "")
+        with self._live_lock:
+            return self.live.get(uid) is body
 
     def run_event(self, body: Mapping[str, Any]) -> None:
         """A watch event of a run: reconciled, unless the run is settled and the event changed
@@ -189,8 +196,10 @@ class Operator:
             node = self.placement.node_of(run.namespace, run.uid)
             if node is not None:
                 decision = reconcile.decide(replace(observed, balloon_pod_node=node))
-        if decision.verb in (Verb.CREATE, Verb.UPDATE) and not self._still_live(run):
-            return reconcile.Decision(Verb.NONE, "run no longer live")
+        if decision.verb in (Verb.CREATE, Verb.UPDATE):
+            fresh = self._fresh(run)
+            if fresh is not run.raw:  # the body was old: decided again on the API server's
+                return self._decide_again(run, fresh)
         self._act(run, decision, existing)
         marked = True
         if decision.verb in (Verb.CREATE, Verb.UPDATE, Verb.KEEP) or decision.manifest:
@@ -214,15 +223,30 @@ class Operator:
             return True
         return self.caches.balloon(run.namespace, balloon.balloon_name(run.uid)) is not None
 
-    def _still_live(self, run: tekton.PipelineRun) -> bool:
-        """The body we decided on may be old: a resync's list, or a queued watch event. Making a
-        balloon for a run that has since finished would leave one that no event deletes soon,
-        so ask the API server once more before creating (creating is rare; this GET is cheap)."""
+    def _fresh(self, run: tekton.PipelineRun) -> Mapping[str, Any] | None:
+        """The body we decided on may be old: a resync's snapshot, or a queued watch event.
+        Making a balloon for a run that has since ended would leave one that no event deletes
+        soon, so the API server is asked once more before a balloon is made or re-planned
+        (rare; this GET is cheap). The same body when the run is still live, else the API
+        server's (None: gone)."""
         fresh = self.kube.get_pipelinerun(run.namespace, run.name)
         if fresh is None:
-            return False
+            return None
         now = tekton.PipelineRun.from_body(fresh)
-        return now.uid == run.uid and not (now.finished or now.pending or now.opted_out)
+        live = now.uid == run.uid and not (now.finished or now.pending or now.opted_out)
+        return run.raw if live else fresh
+
+    def _decide_again(self, run: tekton.PipelineRun, fresh: Mapping[str, Any] | None
+                      ) -> reconcile.Decision:
+        with self._live_lock:
+            if self.live.get(run.uid) is run.raw:
+                self.live.pop(run.uid, None)
+                self.reconciled.pop(run.uid, None)
+        self.settled.forget(run.uid)
+        same = fresh is not None and (fresh.get("metadata") or {}).get("uid") == run.uid
+        if same and fresh is not None:
+            return self.reconcile_run(fresh)
+        return reconcile.Decision(Verb.NONE, "run no longer live")
 
     def _act(
         self,
@@ -271,20 +295,3 @@ class Operator:
             self.metrics.balloons_active.dec()
             log.info("balloon deleted", balloon=meta["name"], namespace=meta["namespace"], why=why)
         self.placement.forget((meta.get("labels") or {}).get(names.LABEL_RUN_UID, ""))
-
-    def report_policy(self, obj: Mapping[str, Any], cached: bool = False) -> None:
-        """cached: from the resync, which writes only what the watch's copy says is not so."""
-        neighbours = None
-        if cached:
-            ns = (obj.get("metadata") or {}).get("namespace")
-            neighbours = [
-                o for o in self.view.facts.policy_objects
-                if (o.get("metadata") or {}).get("namespace") == ns
-            ]
-        policies.report(self.settings, self.kube, self.notifier, obj, neighbours)
-
-    # -- policies ---------------------------------------------------------------------------
-
-    def on_facts(self, old: Facts, new: Facts) -> None:
-        invalid = sum(1 for r in new.policies.values() for p in r.problems if p.reason == "Invalid")
-        self.metrics.policy_problems.set(invalid)

@@ -6,8 +6,9 @@ holds it.
 In a burst the StatefulSet controller takes its time (1,000 runs at once: 17 to 40 s a pod),
 and every balloon past the grace without a pod cost two LISTs a round: its pods, and its
 StatefulSet's Events. Now a round lists a namespace's FailedCreate Events once for all of its
-waiting balloons, and a balloon's pods only before a Warning is said (the pod watch may lag
-behind the StatefulSet controller: a Warning is never a false alarm).
+waiting balloons, and a balloon's pods, StatefulSet and run only before a Warning is said (the
+pod watch may lag behind the StatefulSet controller, the round's view behind the run's end: a
+Warning is never a false alarm).
 """
 
 from __future__ import annotations
@@ -56,7 +57,20 @@ class Unplaced:
                     run.namespace, "StatefulSet", FAILED_CREATE)
             said = failures[run.namespace].get(str(meta.get("uid")), [])
             notice = waiting.no_pod(age, grace, said, idle)
-            if notice is None or self.kube.list_balloon_pods(run.namespace, run.uid):
-                continue  # nothing to say, or the pod watch has not shown the pod yet
+            if notice is None or not self._confirmed(run, meta):
+                continue
             self.metrics.balloon_problems.labels(reason="not-placed").inc()
             self.notifier.tell(pipelinerun_ref(run.name, run.namespace, run.uid), notice, run.uid)
+
+    def _confirmed(self, run: tekton.PipelineRun, meta: Mapping[str, Any]) -> bool:
+        """Asked of the API server before a Warning: the pod watch may not have shown the pod
+        yet, and the round's view of the run and its StatefulSet may be older than the run's
+        end (its balloon deleted, the pod gone with it)."""
+        if self.kube.list_balloon_pods(run.namespace, run.uid):
+            return False
+        sts = self.kube.get_statefulset(run.namespace, str(meta.get("name") or ""))
+        if sts is None or sts["metadata"].get("uid") != meta.get("uid") or sts["metadata"].get(
+                "deletionTimestamp"):
+            return False
+        now = self.kube.get_pipelinerun(run.namespace, run.name)
+        return now is not None and not tekton.PipelineRun.from_body(now).finished

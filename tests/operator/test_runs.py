@@ -312,15 +312,49 @@ def test_a_budget_goes_once_its_namespace_is_switched_off_and_its_last_balloon_i
     assert kube.budgets == {}
 
 
-def test_a_stale_view_of_a_finished_run_makes_no_balloon() -> None:
+def test_a_stale_view_of_a_finished_run_makes_no_balloon_and_leaves_it_no_longer_live() -> None:
     """Seen with 50 runs at once: a resync's list said 'running' after the run had finished
-    and its balloon was deleted; the balloon came back on another node."""
+    and its balloon was deleted; the balloon came back on another node. Decided again on the
+    API server's body, the run is not kept among the live ones (each round would ask again)."""
     operator, kube = make()
     stale = factories.pipelinerun(name="done")
     kube.runs["done"] = factories.pipelinerun(name="done", succeeded="True")
     decision = operator.reconcile_run(stale)
     assert kube.statefulsets == {}
-    assert decision.why == "run no longer live"
+    assert decision.why == "run finished"
+    assert operator.live == {}
+
+
+def test_a_round_leaves_to_its_event_a_run_whose_body_an_event_replaced_meanwhile() -> None:
+    """The resync decides on a snapshot of the live runs' bodies; one an event has replaced
+    since (here: the run's end, its balloon deleted) is not decided again on the old body,
+    which would put the ended run back among the live ones."""
+    operator, kube = make(caches=True)
+    for name in ("first", "ends"):
+        kube.runs[name] = factories.pipelinerun(name=name, uid=f"{name}-uid")
+        operator.reconcile_run(kube.runs[name])
+    resync = Resync(operator)
+    resync()  # the first round: its own list
+    reconcile = operator.reconcile_run
+    decided: list[str] = []
+
+    def meanwhile(body: Any) -> Any:
+        name = body["metadata"]["name"]
+        decided.append(name)
+        if name == "first":  # the other run's end arrives while the round goes on
+            kube.runs["ends"] = factories.pipelinerun(name="ends", uid="ends-uid",
+                                                      succeeded="True")
+            reconcile(kube.runs["ends"])
+        return reconcile(body)
+
+    operator.reconcile_run = meanwhile  # type: ignore[method-assign]
+    operator.reconciled.clear()  # both due this round
+    operator.settled.forget("first-uid")
+    operator.settled.forget("ends-uid")
+    resync()
+    assert decided == ["first"]
+    assert list(operator.live) == ["first-uid"]
+    assert list(kube.statefulsets) == [balloon.balloon_name("first-uid")]
 
 
 def test_a_deleted_run_gets_no_balloon_from_an_old_event() -> None:

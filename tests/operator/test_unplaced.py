@@ -22,6 +22,7 @@ class Asked(MemoryKube):
         super().__init__()
         self.failures: dict[str, list[str]] = {}
         self.asked: list[str] = []
+        self.told: list[str] = []  # the runs a BalloonNotPlaced was said on
 
     def list_balloon_pods(self, namespace: str, run_uid: str) -> list[dict[str, Any]]:
         self.asked.append("pods")
@@ -30,6 +31,11 @@ class Asked(MemoryKube):
     def event_messages(self, namespace: str, kind: str, reason: str) -> dict[str, list[str]]:
         self.asked.append(f"events {namespace} {kind} {reason}")
         return {uid: list(said) for uid, said in self.failures.items()}
+
+    def post_event(self, involved: Any, reason: str, message: str, **kwargs: Any) -> None:
+        super().post_event(involved, reason, message, **kwargs)
+        if reason == "BalloonNotPlaced":
+            self.told.append(involved["metadata"]["name"])
 
 
 def with_balloons(n: int, seconds_ago: float) -> tuple[Operator, Asked,
@@ -95,3 +101,14 @@ def test_a_round_asks_a_namespace_s_events_once_however_many_balloons_wait_there
     young, kube, waiting = with_balloons(3, seconds_ago=1)
     young.unplaced.check(waiting)
     assert kube.asked == []
+
+
+def test_a_balloon_whose_run_ended_or_was_deleted_since_the_round_began_is_not_said() -> None:
+    """The round's view of the runs and balloons is older than the API server's: a run that
+    ended meanwhile (its balloon deleted, the pod gone with it) gets no Warning."""
+    operator, kube, waiting = with_balloons(3, seconds_ago=90)
+    operator.index.newest_balloon_pod = datetime.now(UTC) - timedelta(seconds=90)  # idle
+    kube.runs["run-0"]["status"]["conditions"][0]["status"] = "True"  # ended
+    del kube.statefulsets[balloon.balloon_name("run-1-uid")]  # its balloon deleted
+    operator.unplaced.check(waiting)
+    assert kube.told == ["run-2"]
