@@ -102,7 +102,9 @@ def cpu_ms(r: ModeResult) -> float:
 
 
 def ratio(r: ModeResult, none: ModeResult | None) -> float:
-    return r.first_layer_p99 / none.first_layer_p99 if none and none.first_layer_p99 else 1.0
+    """Against none's, in the same invocation; nan without it (a ratio to nothing is no 1.00x)."""
+    return r.first_layer_p99 / none.first_layer_p99 if none and none.first_layer_p99 else float(
+        "nan")
 
 
 def summary(args: argparse.Namespace, ours: ModeResult | None, none: ModeResult | None,
