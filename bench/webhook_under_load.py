@@ -108,7 +108,7 @@ def main() -> None:
                                       labels={names.NAMESPACE_LABEL: "true"})
         operator = Coscheduler(cluster, env_overrides=env)
         operator.start()
-        cluster.wait_for(lambda: '"event":"leading"' in operator.log(5000), timeout=60,
+        cluster.wait_for(lambda: operator.said("leading", 5000), timeout=60,
                          what="the operator leads")
         idle = summary(measure(operator, ns, 20))
         print(f"no runs: p50 {idle['p50']:.1f} ms, p99 {idle['p99']:.1f} ms, "

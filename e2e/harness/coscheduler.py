@@ -4,6 +4,7 @@ kube-apiserver through a MutatingWebhookConfiguration registered by URL on 127.0
 from __future__ import annotations
 
 import base64
+import json
 import os
 import shutil
 import signal
@@ -231,6 +232,17 @@ class Coscheduler:
 
     def log(self, lines: int = 60) -> str:
         return self.process.tail(lines) if self.process else ""
+
+    def said(self, event: str, lines: int = 2000) -> bool:
+        """Whether one of its last log lines (JSON, one object a line) is this event."""
+        for line in self.log(lines).splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and entry.get("event") == event:
+                return True
+        return False
 
     def webhook_configuration(
         self,
