@@ -3,6 +3,12 @@
 A cache the pod events fill (no API calls): where each run's balloon is, the nodes it has been
 anchored on, the run's pods with their nodes and phases, and the pods waiting for a node.
 Every other part of the operator reads from here rather than asking the API server.
+
+Kept by run, and filed by claim, by node and by waiter, so that no read visits every run. A run
+is held from its first pod event to `forget` (its balloon deleted); the events of pods going
+(deleting, deleted) of a run not held are not recorded: they came after it was forgotten (its
+balloon pod's deletion, a pruner deleting the run) and would hold it again, for good. At a
+restart that leaves out pods already on their way out, and nothing else.
 """
 
 from __future__ import annotations
@@ -13,8 +19,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.core import affinity, names, podrequests, quantity, tekton
-from controller.core.anchor import TERMINAL_PHASES, RunPod
+from controller.core import affinity, names, podrequests, progress, tekton
+from controller.core.anchor import RunPod
 from controller.core.pods import scheduled_condition
 from controller.core.times import parse_time
 from controller.core.waiting import Waiting
@@ -58,22 +64,40 @@ class PodIndex:
         # (namespace, claim) -> runs whose live balloon mounts it: what a run's decision reads
         # of the others, whatever the number of runs
         self._mounting: dict[tuple[str, str], set[str]] = {}
+        self._anchored: dict[str, set[str]] = {}  # node -> runs whose balloon pod is bound there
+        self._waiters: set[str] = set()  # runs with a pod that waits for a node
         # When the newest balloon pod seen was made: the StatefulSet controller is at work
         self.newest_balloon_pod: datetime | None = None
         self._lock = threading.Lock()
 
-    def _run(self, uid: str) -> RunState:
+    def _run(self, uid: str, meta: Mapping[str, Any], deleted: bool) -> RunState | None:
+        """The run's state; None for a pod going of a run not held (see the module's note)."""
+        if deleted or meta.get("deletionTimestamp"):
+            return self._runs.get(uid)
         return self._runs.setdefault(uid, RunState())
 
     def _set_balloon(self, uid: str, state: RunState, balloon: BalloonPod | None) -> None:
-        for claim in state.balloon.claims if state.balloon else ():
-            users = self._mounting.get((state.namespace, claim), set())
-            users.discard(uid)
-            if not users:
-                self._mounting.pop((state.namespace, claim), None)
+        old = state.balloon
+        for claim in old.claims if old else ():
+            _unfile(self._mounting, (state.namespace, claim), uid)
+        if old and old.node:
+            _unfile(self._anchored, old.node, uid)
         state.balloon = balloon
         for claim in balloon.claims if balloon else ():
             self._mounting.setdefault((state.namespace, claim), set()).add(uid)
+        if balloon and balloon.node:
+            self._anchored.setdefault(balloon.node, set()).add(uid)
+
+    def _wait(self, uid: str, state: RunState, pod_uid: str, waiting: Waiting | None) -> None:
+        """Files the pod as waiting for a node (a Waiting), or as not waiting (None)."""
+        if waiting is None:
+            state.waiting.pop(pod_uid, None)
+        else:
+            state.waiting[pod_uid] = waiting
+        if state.waiting:
+            self._waiters.add(uid)
+        else:
+            self._waiters.discard(uid)
 
     # -- fed by the pod watch ------------------------------------------------------------------
 
@@ -85,19 +109,21 @@ class PodIndex:
         uid = str(labels.get(names.LABEL_RUN_UID) or "")
         node = str(spec.get("nodeName") or "")
         with self._lock:
-            state = self._run(uid)
+            made = parse_time(meta.get("creationTimestamp"))
+            if made and (self.newest_balloon_pod is None or made > self.newest_balloon_pod):
+                self.newest_balloon_pod = made
+            state = self._run(uid, meta, deleted)
+            if state is None:
+                return uid, None
             state.namespace = str(meta.get("namespace") or state.namespace)
             state.name = str(labels.get(names.LABEL_RUN) or state.name)
             previous = state.balloon.node if state.balloon else None
             waiting, message, since = _unschedulable(pod)
             pod_uid = str(meta.get("uid") or "")
-            made = parse_time(meta.get("creationTimestamp"))
-            if made and (self.newest_balloon_pod is None or made > self.newest_balloon_pod):
-                self.newest_balloon_pod = made
             if deleted:
                 if state.balloon and state.balloon.uid == pod_uid:
                     self._set_balloon(uid, state, None)
-                state.waiting.pop(pod_uid, None)
+                self._wait(uid, state, pod_uid, None)
                 return uid, previous
             bound_at = None
             if node:
@@ -122,13 +148,10 @@ class PodIndex:
             ))
             if node and node not in state.anchors:
                 state.anchors.append(node)
-            if waiting and not node:
-                old = state.waiting.get(pod_uid)
-                state.waiting[pod_uid] = Waiting(
-                    str(meta.get("name") or ""), old.since if old else since, message, balloon=True
-                )
-            else:
-                state.waiting.pop(pod_uid, None)
+            old = state.waiting.get(pod_uid)
+            self._wait(uid, state, pod_uid, Waiting(
+                str(meta.get("name") or ""), old.since if old else since, message, balloon=True
+            ) if waiting and not node else None)
             return uid, previous if previous and previous != node else None
 
     def task_pod_event(self, pod: Mapping[str, Any], deleted: bool) -> str | None:
@@ -142,12 +165,14 @@ class PodIndex:
             return None
         pod_uid = str(meta.get("uid") or "")
         with self._lock:
-            state = self._run(run.uid)
+            state = self._run(run.uid, meta, deleted)
+            if state is None:
+                return run.uid
             state.namespace = str(meta.get("namespace") or state.namespace)
             state.name = state.name or run.name
             if deleted:
                 state.pods.pop(pod_uid, None)
-                state.waiting.pop(pod_uid, None)
+                self._wait(run.uid, state, pod_uid, None)
                 return run.uid
             node = str(spec.get("nodeName") or "")
             phase = str((pod.get("status") or {}).get("phase") or "Pending")
@@ -163,15 +188,11 @@ class PodIndex:
                 requests,
             )
             waiting, message, since = _unschedulable(pod)
-            if waiting and not node:
-                old = state.waiting.get(pod_uid)
-                anchor = state.balloon.node if state.balloon else ""
-                state.waiting[pod_uid] = Waiting(
-                    str(meta.get("name") or ""), old.since if old else since, message,
-                    anchor=anchor,
-                )
-            else:
-                state.waiting.pop(pod_uid, None)
+            old = state.waiting.get(pod_uid)
+            self._wait(run.uid, state, pod_uid, Waiting(
+                str(meta.get("name") or ""), old.since if old else since, message,
+                anchor=state.balloon.node if state.balloon else "",
+            ) if waiting and not node else None)
             return run.uid
 
     def _pinned_elsewhere(self, run_uid: str, pod: Mapping[str, Any], deleted: bool) -> None:
@@ -185,14 +206,11 @@ class PodIndex:
             if state is None or not assistant:
                 return
             waiting, message, since = _unschedulable(pod)
-            if waiting and not deleted and not spec.get("nodeName"):
-                old = state.waiting.get(pod_uid)
-                state.waiting[pod_uid] = Waiting(
-                    str(meta.get("name") or ""), old.since if old else since, message,
-                    assistant=assistant,
-                )
-            else:
-                state.waiting.pop(pod_uid, None)
+            old = state.waiting.get(pod_uid)
+            self._wait(run_uid, state, pod_uid, Waiting(
+                str(meta.get("name") or ""), old.since if old else since, message,
+                assistant=assistant,
+            ) if waiting and not deleted and not spec.get("nodeName") else None)
 
     def room_event(self, pod: Mapping[str, Any], deleted: bool) -> str:
         """Records a reservation pod event; returns its run's uid."""
@@ -200,7 +218,9 @@ class PodIndex:
         uid = str((meta.get("labels") or {}).get(names.LABEL_RUN_UID) or "")
         pod_uid = str(meta.get("uid") or "")
         with self._lock:
-            state = self._run(uid)
+            state = self._run(uid, meta, deleted)
+            if state is None:
+                return uid
             state.namespace = str(meta.get("namespace") or state.namespace)
             if deleted or meta.get("deletionTimestamp"):
                 state.rooms.pop(pod_uid, None)
@@ -214,37 +234,18 @@ class PodIndex:
             return list(state.rooms.values()) if state else []
 
     def progress(self, run_uid: str) -> tuple[frozenset[str], dict[str, int], bool]:
-        """The run's pipeline tasks whose pods all succeeded, what its running pods hold,
-        and whether one of its pods waits for a node."""
-        with self._lock:
-            state = self._runs.get(run_uid)
-            pods = list(state.pods.values()) if state else []
-        ended: dict[str, bool] = {}
-        for p in pods:
-            if p.task:
-                ended[p.task] = ended.get(p.task, True) and p.phase == "Succeeded"
-        held: dict[str, int] = {}
-        for p in pods:
-            if p.node and p.phase not in TERMINAL_PHASES:
-                for r, a in p.requests.items():
-                    held[r] = held.get(r, 0) + a
-        pending = any(not p.node and p.phase not in TERMINAL_PHASES for p in pods)
-        return frozenset(t for t, done in ended.items() if done), held, pending
+        """core/progress.py: tasks done, what the running pods hold, whether a pod waits."""
+        return progress.progress(self.run_pods(run_uid))
 
     def task_requests(self, run_uid: str) -> dict[str, dict[str, int]]:
-        """What one pod of each of the run's pipeline tasks asks (the most, per resource, of
-        its pods: a matrix's or a retry's)."""
-        by_task: dict[str, list[Mapping[str, int]]] = {}
-        for p in self.run_pods(run_uid):
-            if p.task:
-                by_task.setdefault(p.task, []).append(p.requests)
-        return {task: quantity.maximum(asks) for task, asks in by_task.items()}
+        return progress.task_requests(self.run_pods(run_uid))
 
     def forget(self, run_uid: str) -> None:
         with self._lock:
             state = self._runs.pop(run_uid, None)
             if state is not None:
                 self._set_balloon(run_uid, state, None)
+            self._waiters.discard(run_uid)
 
     # -- read by the rest of the operator ------------------------------------------------------
 
@@ -287,7 +288,7 @@ class PodIndex:
     def anchored_on(self, node: str) -> list[str]:
         """Runs whose balloon pod is bound to the node."""
         with self._lock:
-            return [uid for uid, s in self._runs.items() if s.balloon and s.balloon.node == node]
+            return list(self._anchored.get(node, ()))
 
     def knows(self, run_uid: str) -> bool:
         return run_uid in self._runs
@@ -300,8 +301,12 @@ class PodIndex:
     def waiting(self) -> list[tuple[str, str, str, Waiting]]:
         """(run uid, namespace, run name, waiting pod) for every pod that waits for a node."""
         with self._lock:
-            return [
-                (uid, s.namespace, s.name, w)
-                for uid, s in self._runs.items()
-                for w in s.waiting.values()
-            ]
+            states = [(uid, self._runs[uid]) for uid in self._waiters]
+            return [(uid, s.namespace, s.name, w) for uid, s in states for w in s.waiting.values()]
+
+
+def _unfile(files: dict[Any, set[str]], key: Any, uid: str) -> None:
+    users = files.get(key, set())
+    users.discard(uid)
+    if not users:
+        files.pop(key, None)
