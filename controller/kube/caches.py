@@ -33,10 +33,11 @@ Listener = Callable[[Mapping[str, Any]], None]
 Reads = Callable[[Mapping[str, Any]], object]
 
 
-def hears(reads: Reads | None, obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> bool:
+def hears(reads: Reads | None, obj: Mapping[str, Any], old: Mapping[str, Any] | None,
+          deleted: bool = False) -> bool:
     """Whether a listener that reads `reads` of objects hears of this event (`old`: the
-    version replaced, None when added, the object itself when deleted)."""
-    return reads is None or old is None or old is obj or reads(old) != reads(obj)
+    version replaced, None when added)."""
+    return reads is None or deleted or old is None or reads(old) != reads(obj)
 
 
 class Caches:
@@ -91,12 +92,12 @@ class Caches:
         self._listeners.setdefault(kind, []).append((listener, reads))
 
     def _on_object(self, kind: str, obj: Mapping[str, Any],
-                   old: Mapping[str, Any] | None = None) -> None:
+                   old: Mapping[str, Any] | None = None, deleted: bool = False) -> None:
         listeners = self._listeners.get(kind)
         if not listeners or namespace_of(obj) not in self._enabled:
             return
         for listener, reads in listeners:
-            if hears(reads, obj, old):
+            if hears(reads, obj, old, deleted):
                 listener(obj)
 
     # -- reads --------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ class Reflector:
         indexers: Mapping[str, Indexer] | None = None,
         timeout: float = 30.0,
         watch_seconds: int = 240,
-        on_object: Callable[[Obj, Obj | None], None] | None = None,
+        on_object: Callable[[Obj, Obj | None, bool], None] | None = None,
         **kwargs: Any,
     ) -> None:
         self.name = name
@@ -44,7 +44,7 @@ class Reflector:
         self.store = Indexed(indexers)
         # The store after each change (for small lists whose readers derive facts from all of
         # it), and each object a watch event brings, after the store holds it (not those of a
-        # list), with the version it replaced (None: added; a deletion: the object itself).
+        # list), with the version it replaced (None: added) and whether it was deleted.
         self._on_change = on_change
         self._on_object = on_object
         self._timeout = timeout
@@ -108,14 +108,11 @@ class Reflector:
                 version = (obj.get("metadata") or {}).get("resourceVersion", version)
                 if kind == "BOOKMARK":
                     continue
-                if kind == "DELETED":
-                    self.store.delete(obj)
-                    old: Obj | None = obj
-                else:
-                    old = self.store.upsert(obj)
+                deleted = kind == "DELETED"
+                old = self.store.delete(obj) if deleted else self.store.upsert(obj)
                 self._changed()
                 if self._on_object is not None:
-                    self._on_object(obj, old)
+                    self._on_object(obj, old, deleted)
                 if self._stopped.is_set():
                     return True
         return True

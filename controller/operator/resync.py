@@ -17,7 +17,7 @@ anything is deleted.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -45,11 +45,10 @@ class Resync:
         # The live runs' bodies are a snapshot: one an event has replaced since (or whose run
         # ended) is left to that event, or a stale body would put an ended run back among the
         # live ones. The first round's, listed from the API server, are all decided.
-        current: Callable[[Mapping[str, Any]], bool] = op.still_current
-        if not self.seeded:
+        listed = not self.seeded
+        if listed:
             bodies: Sequence[Mapping[str, Any]] = op.kube.list_pipelineruns()
             self.seeded = True
-            current = bool
         else:
             with op._live_lock:
                 bodies = [b for uid, b in op.live.items()
@@ -57,7 +56,7 @@ class Resync:
                           and not op.settled.skips(uid)]
                 op.metrics.resync_left_alone.set(len(op.live) - len(bodies))
         for body in bodies:
-            if not current(body):
+            if not (listed or op.still_current(body)):
                 continue
             try:
                 op.reconcile_run(body)

@@ -146,11 +146,13 @@ class Operator:
                 if run.uid in self.live:
                     self.live[run.uid] = body
                     return
-        self.reconcile_run(body)
+        self.reconcile_run(body, run)
 
-    def reconcile_run(self, body: Mapping[str, Any]) -> reconcile.Decision:
+    def reconcile_run(self, body: Mapping[str, Any], run: tekton.PipelineRun | None = None
+                      ) -> reconcile.Decision:
+        """Observe, decide, act, tell for one run (`run`: the body already read, if it was)."""
         begun = self.settled.begin()  # before anything is read: see Settled.settle
-        run = tekton.PipelineRun.from_body(body)
+        run = run if run is not None and run.raw is body else tekton.PipelineRun.from_body(body)
         facts = self.view.facts
         if not run.valid:
             log.warning("pipelinerun without name, namespace or uid; ignored")
@@ -243,8 +245,7 @@ class Operator:
                 self.live.pop(run.uid, None)
                 self.reconciled.pop(run.uid, None)
         self.settled.forget(run.uid)
-        same = fresh is not None and (fresh.get("metadata") or {}).get("uid") == run.uid
-        if same and fresh is not None:
+        if fresh is not None and (fresh.get("metadata") or {}).get("uid") == run.uid:
             return self.reconcile_run(fresh)
         return reconcile.Decision(Verb.NONE, "run no longer live")
 

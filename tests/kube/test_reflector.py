@@ -29,7 +29,7 @@ class Response:
 def test_each_object_a_watch_event_brings_is_told_after_the_store_holds_it_with_its_last(
 ) -> None:
     stores: list[set[str]] = []
-    told: list[tuple[str, str, str, set[str]]] = []
+    told: list[tuple[str, str, str, bool, set[str]]] = []
     events = [
         {"type": "ADDED", "object": obj("b", "2")},
         {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "3"}}},
@@ -48,10 +48,10 @@ def test_each_object_a_watch_event_brings_is_told_after_the_store_holds_it_with_
         events.clear()
         return Response(lines=batch)
 
-    def on_object(o: dict[str, Any], old: dict[str, Any] | None) -> None:
+    def on_object(o: dict[str, Any], old: dict[str, Any] | None, deleted: bool) -> None:
         meta = o["metadata"]
         last = old["metadata"]["resourceVersion"] if old else ""
-        told.append((meta["name"], meta["resourceVersion"], last, set(stores[-1])))
+        told.append((meta["name"], meta["resourceVersion"], last, deleted, set(stores[-1])))
 
     def on_change(store: Indexed) -> None:
         stores.append({key_of(o) for o in store.values()})
@@ -59,6 +59,6 @@ def test_each_object_a_watch_event_brings_is_told_after_the_store_holds_it_with_
     reflector = Reflector("test", list_fn, (), on_change, on_object=on_object)
     reflector.run()
     assert stores[0] == {"ns/a"}  # the list: told as a store, not object by object
-    # The version replaced: none for an addition, the object itself for a deletion.
-    assert told == [("b", "2", "", {"ns/a", "ns/b"}), ("a", "4", "1", {"ns/a", "ns/b"}),
-                    ("b", "5", "5", {"ns/a"})]
+    # The version replaced: none for an addition, the one the store held for a deletion.
+    assert told == [("b", "2", "", False, {"ns/a", "ns/b"}),
+                    ("a", "4", "1", False, {"ns/a", "ns/b"}), ("b", "5", "2", True, {"ns/a"})]

@@ -115,5 +115,5 @@ def test_a_listener_that_reads_part_of_an_object_hears_only_when_that_part_chang
     c._on_object("claims", made, None)
     c._on_object("claims", bound, made)
     c._on_object("claims", resized, bound)
-    c._on_object("claims", gone, gone)  # a deletion
+    c._on_object("claims", gone, resized, deleted=True)
     assert heard == ["new", "resized", "gone"]

@@ -151,11 +151,11 @@ class MemoryCaches:
     def listen(self, kind: str, listener: Any, reads: Any = None) -> None:
         self.listeners.setdefault(kind, []).append((listener, reads))
 
-    def changed(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None = None
-                ) -> None:
+    def changed(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None = None,
+                deleted: bool = False) -> None:
         """A watch event brought the object (already in `kube.objects`), replacing `old`."""
         for listener, reads in self.listeners.get(kind, []):
-            if hears(reads, obj, old):
+            if hears(reads, obj, old, deleted):
                 listener(obj)
 
     def balloon(self, namespace: str, name: str) -> dict[str, Any] | None:

@@ -51,9 +51,9 @@ def counting(operator: Operator) -> list[str]:
     reconciled: list[str] = []
     reconcile = operator.reconcile_run
 
-    def counted(body: Any) -> Any:
+    def counted(body: Any, run: Any = None) -> Any:
         reconciled.append(body["metadata"]["name"])
-        return reconcile(body)
+        return reconcile(body, run)
 
     operator.reconcile_run = counted  # type: ignore[method-assign]
     return reconciled
@@ -119,7 +119,7 @@ def test_a_run_whose_balloon_could_not_be_made_is_tried_again_every_round() -> N
 def test_a_deleted_balloon_is_made_again_by_the_next_round() -> None:
     operator, kube, resync = settled_runs(2)
     gone = kube.statefulsets.pop(balloon.balloon_name("run-0-uid"))
-    operator.caches.changed("balloons", gone)  # type: ignore[union-attr]
+    operator.caches.changed("balloons", gone, old=gone, deleted=True)  # type: ignore[union-attr]
     reconciled = counting(operator)
     resync()
     assert reconciled == ["run-0"]
