@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any, BinaryIO, TextIO
+from typing import Any, TextIO
 
 import orjson
 import structlog
@@ -25,20 +25,6 @@ def _object_ref(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
         ns, name, kind = ref.get("namespace"), ref.get("name"), ref.get("kind")
         event.setdefault("object", f"{kind}/{ns + '/' if ns else ''}{name}")
     return event
-
-
-class _Named(structlog.BytesLogger):
-    """A bytes logger that knows the module it logs for (the `logger` field)."""
-
-    def __init__(self, file: BinaryIO, name: str) -> None:
-        super().__init__(file)
-        self.name = name
-
-
-class _NamedPrinter(structlog.PrintLogger):
-    def __init__(self, file: TextIO, name: str) -> None:
-        super().__init__(file)
-        self.name = name
 
 
 def _dumps(obj: Any, default: Any = None, **_: Any) -> bytes:
@@ -60,7 +46,10 @@ def configure(level: str = "INFO", fmt: str = "json", stream: TextIO | None = No
     )
 
     def logger(name: str = "", *_: Any) -> Any:
-        return _NamedPrinter(out, name) if console else _Named(out.buffer, name)
+        """Our lines' logger; `name`, the module it logs for, is what add_logger_name reads."""
+        made: Any = structlog.PrintLogger(out) if console else structlog.BytesLogger(out.buffer)
+        made.name = name
+        return made
 
     structlog.configure(
         processors=[*shared, structlog.processors.format_exc_info, renderer],
