@@ -323,6 +323,10 @@ def test_a_stale_view_of_a_finished_run_makes_no_balloon_and_leaves_it_no_longer
     assert kube.statefulsets == {}
     assert decision.why == "run finished"
     assert operator.live == {}
+    gone = factories.pipelinerun(name="gone", uid="gone-uid")  # deleted since: no body to ask
+    decision = operator.reconcile_run(gone)
+    assert kube.statefulsets == {} and decision.why == "run no longer live"
+    assert "gone-uid" not in operator.live
 
 
 def test_a_round_leaves_to_its_event_a_run_whose_body_an_event_replaced_meanwhile() -> None:
