@@ -30,7 +30,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from controller.core import names
 from controller.kube.caches import Caches
@@ -55,13 +55,18 @@ def _run_owners(obj: Mapping[str, Any]) -> list[str]:
             if isinstance(r, Mapping) and r.get("kind") == "PipelineRun" and r.get("uid")]
 
 
+class _Kept(NamedTuple):
+    round: int  # the round it was settled in
+    reads: object  # what its decision read of the run
+    namespace: str
+
+
 class Settled:
     def __init__(self, rounds: int, index: PodIndex) -> None:
         self.rounds = rounds
         self.index = index
         self.round = 0  # resync rounds begun
-        self._since: dict[str, int] = {}  # run uid -> the round it was settled in
-        self._reads: dict[str, object] = {}  # run uid -> what its decision read of the run
+        self._kept: dict[str, _Kept] = {}  # settled run uid -> when, on what, where
         # A touch that comes while a run is being decided must not be lost by the "keep" that
         # follows: each touch is numbered, and a decision settles only if none came after the
         # number it took before its observation (kept two rounds: decisions take less).
@@ -69,8 +74,7 @@ class Settled:
         self._touched: dict[str, int] = {}  # run uid or namespace ("ns:" prefix) -> its last
         self._all_touched = 0
         self._pruned: list[int] = [0, 0]  # the sequence number at the last two rounds' ends
-        self._by_namespace: dict[str, set[str]] = {}
-        self._namespace_of: dict[str, str] = {}
+        self._by_namespace: dict[str, set[str]] = {}  # namespace -> its settled runs
         self._lock = threading.Lock()
 
     # -- what the operator says -----------------------------------------------------------
@@ -88,9 +92,7 @@ class Settled:
                        self._all_touched)
             if last > begun:
                 return
-            self._since[uid] = self.round
-            self._reads[uid] = reads
-            self._namespace_of[uid] = namespace
+            self._kept[uid] = _Kept(self.round, reads, namespace)
             self._by_namespace.setdefault(namespace, set()).add(uid)
 
     def forget(self, uid: str) -> None:
@@ -101,13 +103,14 @@ class Settled:
     def quiet(self, uid: str, reads: object) -> bool:
         """The run is settled and its event changed nothing its decision reads of it."""
         with self._lock:
-            return uid in self._since and self._reads.get(uid) == reads
+            kept = self._kept.get(uid)
+            return kept is not None and kept.reads == reads
 
     def skips(self, uid: str) -> bool:
         """Whether this round of the resync leaves the run alone."""
         with self._lock:
-            since = self._since.get(uid)
-            return since is not None and self.round - since < self.rounds
+            kept = self._kept.get(uid)
+            return kept is not None and self.round - kept.round < self.rounds
 
     def next_round(self) -> None:
         with self._lock:
@@ -155,10 +158,8 @@ class Settled:
             with self._lock:
                 self._seq += 1
                 self._all_touched = self._seq
-                self._since.clear()
-                self._reads.clear()
+                self._kept.clear()
                 self._by_namespace.clear()
-                self._namespace_of.clear()
 
     def listen_to(self, caches: Caches) -> None:
         caches.listen("balloons", self.touch_labelled, reads=_spec)
@@ -185,12 +186,10 @@ class Settled:
         self.touch_namespace(namespace_of(obj))
 
     def _drop(self, uid: str) -> None:
-        self._since.pop(uid, None)
-        self._reads.pop(uid, None)
-        namespace = self._namespace_of.pop(uid, None)
-        if namespace is not None:
-            runs = self._by_namespace.get(namespace)
+        kept = self._kept.pop(uid, None)
+        if kept is not None:
+            runs = self._by_namespace.get(kept.namespace)
             if runs is not None:
                 runs.discard(uid)
                 if not runs:
-                    del self._by_namespace[namespace]
+                    del self._by_namespace[kept.namespace]

@@ -241,7 +241,7 @@ def test_a_finished_run_leaves_nothing_settled() -> None:
     done = factories.pipelinerun(name="run-0", uid="run-0-uid", succeeded="True")
     operator.reconcile_run(done)
     assert not operator.settled.skips("run-0-uid")
-    assert operator.settled._since == {}
+    assert operator.settled._kept == {}
 
 
 def test_a_change_said_while_the_run_is_being_decided_is_not_lost_by_its_keep() -> None:
