@@ -146,11 +146,12 @@ class Operator:
                 if run.uid in self.live:
                     self.live[run.uid] = body
                     return
-        self.reconcile_run(body, run)
+        self.reconcile_run(body, run, watched=True)
 
-    def reconcile_run(self, body: Mapping[str, Any], run: tekton.PipelineRun | None = None
-                      ) -> reconcile.Decision:
-        """Observe, decide, act, tell for one run (`run`: the body already read, if it was)."""
+    def reconcile_run(self, body: Mapping[str, Any], run: tekton.PipelineRun | None = None,
+                      watched: bool = False) -> reconcile.Decision:
+        """Observe, decide, act, tell for one run (`run`: the body already read, if it was;
+        `watched`: the body is a watch event's, handled before any newer one of the run)."""
         begun = self.settled.begin()  # before anything is read: see Settled.settle
         run = run if run is not None and run.raw is body else tekton.PipelineRun.from_body(body)
         facts = self.view.facts
@@ -198,7 +199,7 @@ class Operator:
             node = self.placement.node_of(run.namespace, run.uid)
             if node is not None:
                 decision = reconcile.decide(replace(observed, balloon_pod_node=node))
-        if decision.verb in (Verb.CREATE, Verb.UPDATE):
+        if decision.verb in (Verb.CREATE, Verb.UPDATE) and not watched:
             fresh = self._fresh(run)
             if fresh is not run.raw:  # the body was old: decided again on the API server's
                 return self._decide_again(run, fresh)
@@ -226,11 +227,11 @@ class Operator:
         return self.caches.balloon(run.namespace, balloon.balloon_name(run.uid)) is not None
 
     def _fresh(self, run: tekton.PipelineRun) -> Mapping[str, Any] | None:
-        """The body we decided on may be old: a resync's snapshot, or a queued watch event.
-        Making a balloon for a run that has since ended would leave one that no event deletes
-        soon, so the API server is asked once more before a balloon is made or re-planned
-        (rare; this GET is cheap). The same body when the run is still live, else the API
-        server's (None: gone)."""
+        """The body we decided on may be old: a resync's snapshot. Making a balloon for a run
+        that has since ended would leave one that no event deletes soon, so the API server is
+        asked once more before a balloon is made or re-planned from one (a watch event's body
+        is not: a newer event of the run is decided after it, faces/serial.py). The same body
+        when the run is still live, else the API server's (None: gone)."""
         fresh = self.kube.get_pipelinerun(run.namespace, run.name)
         if fresh is None:
             return None

@@ -468,3 +468,21 @@ def test_a_run_given_a_balloon_is_marked_with_its_taskruns_and_stays_anchored_wh
     operator.reconcile_run(later)
     assert balloon.balloon_name("later-uid") not in kube.statefulsets
     assert names.LABEL_ANCHORED not in (later["metadata"].get("labels") or {})
+
+
+def test_a_watch_event_s_body_is_decided_on_as_it_is_a_snapshot_s_is_asked_for_again() -> None:
+    """A key's events are handled one at a time, the newest replacing one not begun
+    (faces/serial.py): a newer event of the run is decided after this one, so the API server
+    is not asked for the run again before its balloon is made. The resync's snapshot is."""
+    operator, kube = make()
+    counted = Counting(kube)
+    operator.kube = counted  # type: ignore[assignment]
+    body = factories.pipelinerun(name="new", uid="new-uid")
+    kube.runs["new"] = body
+    operator.run_event(body)
+    assert balloon.balloon_name("new-uid") in kube.statefulsets
+    assert "get_pipelinerun" not in counted.calls
+    kube.statefulsets.clear()
+    operator.reconcile_run(body)  # as a resync round does, from its snapshot
+    assert counted.calls.count("get_pipelinerun") == 1
+    assert balloon.balloon_name("new-uid") in kube.statefulsets

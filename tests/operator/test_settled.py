@@ -51,9 +51,9 @@ def counting(operator: Operator) -> list[str]:
     reconciled: list[str] = []
     reconcile = operator.reconcile_run
 
-    def counted(body: Any, run: Any = None) -> Any:
+    def counted(body: Any, *args: Any, **kwargs: Any) -> Any:
         reconciled.append(body["metadata"]["name"])
-        return reconcile(body, run)
+        return reconcile(body, *args, **kwargs)
 
     operator.reconcile_run = counted  # type: ignore[method-assign]
     return reconciled
