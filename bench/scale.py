@@ -45,11 +45,11 @@ from bench.pod_churn import cpu_seconds, tree_rss_mib
 from bench.profile import Profile, top_frames
 from bench.scale_report import OURS, ModeResult, pct
 from controller.core import names
-from e2e.harness import faults
+from e2e.harness import faults, release
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import LocalCluster
 from e2e.harness.cluster import tekton as tekton_cluster
-from e2e.harness.coscheduler import Coscheduler, install_crds
+from e2e.harness.coscheduler import install_crds
 
 MODES = {"tekton-coscheduler": "disabled", "none": "disabled", "tekton-assistant": "workspaces"}
 TASKS = [tr.FETCH, *tr.FAN_OUT, tr.PUBLISH]
@@ -69,12 +69,15 @@ def component_cpu(cluster: LocalCluster, operator: Operator | None) -> dict[str,
 
 
 class Operator:
-    """Our operator, its counters read from /metrics."""
+    """Our operator as an administrator installs it (the chart, its ServiceAccount, the admission
+    mode the chart picks: `auto` is policy where the API server serves MutatingAdmissionPolicy),
+    its counters read from /metrics."""
 
-    def __init__(self, cluster: LocalCluster) -> None:
-        self.proc = Coscheduler(cluster, env_overrides={
-            "POD_NAMESPACE": "default", "COSCHEDULER_LOG_LEVEL": "INFO",
-            "COSCHEDULER_RESYNC_INTERVAL": "30", "COSCHEDULER_LEASE_DURATION": "15"})
+    def __init__(self, cluster: LocalCluster, admission: str) -> None:
+        self.proc = release.deploy(cluster, env={
+            "COSCHEDULER_LOG_LEVEL": "INFO", "COSCHEDULER_RESYNC_INTERVAL": "30",
+            "COSCHEDULER_LEASE_DURATION": "15"}, values={"admission.mode": admission})
+        self.admission = self.proc.env()["COSCHEDULER_ADMISSION_MODE"]
 
     def metrics(self) -> dict[Series, float]:
         return {(x.name, tuple(sorted(x.labels.items()))): x.value for x in self.proc.samples()}
@@ -337,6 +340,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("build"))
     parser.add_argument("--tekton-qps", type=int, default=None,
                         help="Tekton's API rate (its default, 40 a second, paces a burst)")
+    parser.add_argument("--admission", choices=["auto", "policy", "webhook"], default="auto",
+                        help="the chart's admission.mode (auto: policy where served)")
     parser.add_argument("--profile", action="store_true",
                         help="py-spy samples the operator in each mode: top frames")
     args = parser.parse_args()
@@ -350,10 +355,9 @@ def main() -> int:
         say(f"{args.finished} finished runs kept")
         finished_runs(cluster, args.finished)
         baseline = fp.open_watches(cluster)
-        operator = Operator(cluster)
-        operator.proc.start()
-        operator.proc.register_webhook()
-        cluster.wait_for(operator.proc.leads, timeout=120, what="the operator leads")
+        operator = Operator(cluster, args.admission)
+        args.admission = operator.admission  # what the chart chose: the report says which
+        say(f"the operator leads, admission by {operator.admission}")
         say(f"{args.enabled} namespaces opted in, nothing in them")
         fp.enabled_namespaces(cluster, args.enabled)
         time.sleep(15)  # the operator takes them in; then it rests

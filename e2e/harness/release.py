@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from e2e.harness import chart
 from e2e.harness.cluster import ClusterHandle
@@ -14,14 +15,16 @@ from e2e.harness.coscheduler import REPO, Coscheduler
 
 def deploy(
     cluster: ClusterHandle, env: Mapping[str, str] | None = None, source: Path = REPO,
-    name: str = "coscheduler",
+    name: str = "coscheduler", values: Mapping[str, Any] | None = None,
 ) -> Coscheduler:
     """Installs the chart, starts the controller (with `env` over the test settings), and returns
     once it leads and admission pins TaskRun pods. Stop it with .stop(). `source`: whose chart
-    and code (this working tree, or an earlier release's: harness/upgrade.py)."""
+    and code (this working tree, or an earlier release's: harness/upgrade.py); `values` over the
+    session's chart values."""
     operator = Coscheduler(cluster, env_overrides={"POD_NAMESPACE": chart.NAMESPACE, **(env or {})},
                            name=name, source=source)
-    chart.install(cluster, operator.webhook_url, operator.ca_bundle, chart.session_values(),
+    chart.install(cluster, operator.webhook_url, operator.ca_bundle,
+                  {**chart.session_values(), **(values or {})},
                   chart_dir=source / "charts" / "tekton-coscheduler")
     operator.env_overrides = {**operator.env_overrides, **chart.settings_of(cluster)}
     operator.kubeconfig = chart.service_account_kubeconfig(
