@@ -121,7 +121,8 @@ class Placement:
         uid, left = self.index.balloon_event(pod, deleted)
         node = str((pod.get("spec") or {}).get("nodeName") or "")
         if deleted:
-            if node:
+            # A run not held any more (its balloon deleted, the run forgotten) moves nowhere.
+            if node and self.index.knows(uid):
                 with self._lock:
                     move = self._unexplained.get(uid)
                     if move is not None and move.left == node:

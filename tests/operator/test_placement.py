@@ -233,3 +233,17 @@ def test_a_pod_pinned_to_tekton_s_assistant_in_a_run_we_do_not_anchor_is_not_our
     index = PodIndex()
     assert index.task_pod_event(assistant_pinned_pod("build-a"), deleted=False) is None
     assert index.waiting() == []
+
+
+def test_a_forgotten_run_s_balloon_pod_going_leaves_nothing_behind() -> None:
+    """The balloon's StatefulSet is deleted and its run forgotten before its pod's deletion
+    comes: that deletion is no anchor moving (it was kept as one, for good, for every run)."""
+    placement, notifier, _ = make()
+    placement.on_balloon_pod(balloon_pod("b1", "n1"))
+    placement.forget(RUN)
+    terminating = balloon_pod("b1", "n1")
+    terminating["metadata"]["deletionTimestamp"] = "2026-11-23T16:00:00Z"
+    placement.on_balloon_pod(terminating)
+    placement.on_balloon_pod(terminating, deleted=True)
+    assert placement._moving == {} and not placement.index.knows(RUN)
+    assert [r for r, _ in notifier.said] == ["Anchored"]
