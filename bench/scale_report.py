@@ -51,7 +51,7 @@ def report(args: argparse.Namespace, results: list[ModeResult],
     none = next((r for r in results if r.mode == "none"), None)
     print(f"\n{args.runs} runs on {args.nodes} nodes in {args.namespaces} namespaces, "
           f"{args.enabled} more enabled namespaces without runs, {args.finished} finished "
-          f"runs kept, admission by {getattr(args, 'admission', 'webhook')}\n")
+          f"runs kept, admission by {args.admission}\n")
     print(f"{'mode':20} {'ok':>6} {'one node':>9} {'misplaced':>9} {'orphans':>7} {'warned':>6} "
           f"{'anchor p50/p99 s':>17} {'first layer p50/p99 s':>22} {'vs none':>8} {'wall s':>7} "
           f"{'our cpu ms/run':>15} {'beyond idle':>11}")
@@ -88,7 +88,7 @@ def report(args: argparse.Namespace, results: list[ModeResult],
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "scale.json").write_text(json.dumps(
         {"runs": args.runs, "nodes": args.nodes, "finished": args.finished,
-         "admission": getattr(args, "admission", "webhook"),
+         "admission": args.admission,
          "namespaces": args.namespaces, "enabled": args.enabled,
          "footprint": asdict(footprint) if footprint else None,
          "modes": [asdict(r) for r in results]}, indent=2))

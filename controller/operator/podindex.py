@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.core import affinity, names, podrequests, progress, tekton
+from controller.core import affinity, names, podrequests, tekton
+from controller.core import progress as run_progress
 from controller.core.anchor import RunPod
 from controller.core.pods import scheduled_condition
 from controller.core.times import parse_time
@@ -235,10 +236,10 @@ class PodIndex:
 
     def progress(self, run_uid: str) -> tuple[frozenset[str], dict[str, int], bool]:
         """core/progress.py: tasks done, what the running pods hold, whether a pod waits."""
-        return progress.progress(self.run_pods(run_uid))
+        return run_progress.progress(self.run_pods(run_uid))
 
     def task_requests(self, run_uid: str) -> dict[str, dict[str, int]]:
-        return progress.task_requests(self.run_pods(run_uid))
+        return run_progress.task_requests(self.run_pods(run_uid))
 
     def forget(self, run_uid: str) -> None:
         with self._lock:

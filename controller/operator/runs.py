@@ -146,12 +146,13 @@ class Operator:
                 if run.uid in self.live:
                     self.live[run.uid] = body
                     return
-        self.reconcile_run(body, run, watched=True)
+        self.reconcile_run(body, run, newest=True)
 
     def reconcile_run(self, body: Mapping[str, Any], run: tekton.PipelineRun | None = None,
-                      watched: bool = False) -> reconcile.Decision:
+                      newest: bool = False) -> reconcile.Decision:
         """Observe, decide, act, tell for one run (`run`: the body already read, if it was;
-        `watched`: the body is a watch event's, handled before any newer one of the run)."""
+        `newest`: no newer body is known: a watch event's, decided before any newer one of the
+        run, or the API server's just asked for)."""
         begun = self.settled.begin()  # before anything is read: see Settled.settle
         run = run if run is not None and run.raw is body else tekton.PipelineRun.from_body(body)
         facts = self.view.facts
@@ -199,7 +200,7 @@ class Operator:
             node = self.placement.node_of(run.namespace, run.uid)
             if node is not None:
                 decision = reconcile.decide(replace(observed, balloon_pod_node=node))
-        if decision.verb in (Verb.CREATE, Verb.UPDATE) and not watched:
+        if decision.verb in (Verb.CREATE, Verb.UPDATE) and not newest:
             fresh = self._fresh(run)
             if fresh is not run.raw:  # the body was old: decided again on the API server's
                 return self._decide_again(run, fresh)
@@ -247,7 +248,7 @@ class Operator:
                 self.reconciled.pop(run.uid, None)
         self.settled.forget(run.uid)
         if fresh is not None and (fresh.get("metadata") or {}).get("uid") == run.uid:
-            return self.reconcile_run(fresh)
+            return self.reconcile_run(fresh, newest=True)  # not asked for a second time
         return reconcile.Decision(Verb.NONE, "run no longer live")
 
     def _act(
