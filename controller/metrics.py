@@ -77,6 +77,20 @@ class Metrics:
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0),
             registry=r,
         )
+        self.warm_image_bytes = Counter(
+            f"{PREFIX}_warm_image_bytes",
+            "Bytes of anchored runs' step and sidecar images (as nodes report their sizes): "
+            "already held by the anchor's node, or to pull there",
+            ["on_anchor"],
+            registry=r,
+        )
+        self.warm_cache_runs = Counter(
+            f"{PREFIX}_warm_cache_runs",
+            "Anchored runs whose policy asks for warm pipeline caches: anchored where their "
+            "pipeline's last run was (hit), elsewhere (miss), or their pipeline's first (first)",
+            ["outcome"],
+            registry=r,
+        )
         self.run_to_anchor_seconds = Histogram(
             f"{PREFIX}_run_to_anchor_seconds",
             "Time from PipelineRun creation to its balloon pod bound to a node",

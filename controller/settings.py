@@ -21,7 +21,7 @@ from controller.core.fragments import (
     Resources,
     Toleration,
 )
-from controller.core.policy import Capacity, EffectivePolicy, Isolation
+from controller.core.policy import Capacity, EffectivePolicy, Isolation, Warm
 
 ENV_PREFIX = "COSCHEDULER_"
 
@@ -50,6 +50,9 @@ class Settings(BaseSettings):
     # The chart's PriorityClass for reservation pods: below every task pod, above autoscalers'
     # expendable cutoff, never preempting.
     reservation_priority_class_name: ObjectName = "tekton-coscheduler-reservation"
+    # Warm anchors (core/warm.py): a run's anchor prefers the nodes that hold its images; on
+    # by default, since it only prefers. A policy may turn it off, or ask for warm caches.
+    warm_images: bool = True
 
     topology_key: QualifiedName = "kubernetes.io/hostname"
     isolation: Isolation = Isolation.NONE
@@ -115,6 +118,7 @@ class Settings(BaseSettings):
             priority_class_name=self.balloon_priority_class_name,
             image_pull_secrets=tuple(s.to_k8s() for s in self.balloon_image_pull_secrets),
             capacity=Capacity(anchor=self.capacity_anchor, wait_seconds=self.capacity_wait_seconds),
+            warm=Warm(images=self.warm_images),
         )
 
     @model_validator(mode="after")

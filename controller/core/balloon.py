@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from controller.core import names, reservation, scheduling
+from controller.core import names, reservation, scheduling, warm
 from controller.core.fragments import is_label_value
 from controller.core.policy import EffectivePolicy, Isolation
 from controller.core.tekton import GROUP, PIPELINE_RUN_KIND, VERSION, Claim, PipelineRun
@@ -86,10 +86,12 @@ def plan(
     tekton_default_template: Mapping[str, Any] | None = None,
     others: Mapping[str, Sequence[str]] | None = None,
     room: bool = False,
+    warmth: warm.Warmth | None = None,
 ) -> BalloonPlan:
     """The balloon of `run`; `others` are the claims mounted by the other live balloons of its
     namespace (run uid -> claim names); `room`: it follows the run's reservation pod, which
-    finds a node with room for the run's peak (core/reservation.py)."""
+    finds a node with room for the run's peak (core/reservation.py); `warmth`: the nodes where
+    the run starts fastest, preferred (core/warm.py)."""
     template = scheduling.effective_template(tekton_default_template, run.pod_template)
     pods = scheduling.constraints_of(template)  # the run's own: priority, pull secrets
     every = scheduling.combine(
@@ -149,7 +151,8 @@ def plan(
         # Its RuntimeClass adds the same scheduling rules to the balloon as to the pods.
         spec["runtimeClassName"] = every.runtime_class
     sharing = sharing_runs([c for c in claims if c.name in mounted], others or {})
-    affinity = _affinity(run.uid, policy, every.node_affinity, sharing, room)
+    preferred = warmth.terms() if warmth is not None else []
+    affinity = _affinity(run.uid, policy, every.node_affinity, sharing, room, preferred)
     if affinity:
         spec["affinity"] = affinity
     priority = policy.priority_class_name or pods.priority_class_name
@@ -166,7 +169,8 @@ def plan(
             "name": name,
             "namespace": run.namespace,
             "labels": labels,
-            "annotations": {names.ANNOTATION_RUN_CREATED: run.created},
+            "annotations": {names.ANNOTATION_RUN_CREATED: run.created,
+                            **({warm.ANNOTATION: warmth.annotation()} if warmth else {})},
             "ownerReferences": [
                 {
                     "apiVersion": f"{GROUP}/{VERSION}",
@@ -227,10 +231,12 @@ def _affinity(
     pods_node_affinity: Mapping[str, Any],
     sharing: Sequence[str] = (),
     room: bool = False,
+    preferred: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     affinity: dict[str, Any] = {}
     node = scheduling.and_node_affinity(
-        policy.affinity.get("nodeAffinity") or {}, pods_node_affinity
+        policy.affinity.get("nodeAffinity") or {}, pods_node_affinity,
+        {"preferredDuringSchedulingIgnoredDuringExecution": list(preferred)},
     )
     if node:
         affinity["nodeAffinity"] = node

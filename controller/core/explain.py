@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.core import affinity, anchor, gate, nodes, tekton, waiting
+from controller.core import affinity, anchor, gate, nodes, tekton, waiting, warm
 from controller.core.pods import scheduled_condition
 
 
@@ -106,6 +106,11 @@ def _anchor(o: Observed, out: list[str], problems: list[tuple[str, str]]) -> str
         why.append(f"where claims {', '.join(claims)} can be")
     out.append("  chosen by the scheduler among nodes that meet "
                + ("; ".join(why) if why else "no constraint: any node with room for it"))
+    note = warm.noted(_meta(o.balloon).get("annotations", {}).get(warm.ANNOTATION))
+    warmth = warm.said(note, node_name, note.held(
+        warm.node_images(o.node) if o.node is not None else None, node_name))
+    if warmth:
+        out.append(f"  where it starts fastest: {warmth}")
     reason = nodes.unavailable(o.node, spec.get("tolerations") or [])
     if reason:
         out.append(f"  node {node_name} is {reason}")

@@ -65,6 +65,26 @@ class Capacity:
     wait_seconds: int = 60
 
 
+class WarmSpec(BaseModel):
+    """Where a run starts fastest (core/warm.py, core/warmcache.py)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    # Prefer the nodes that already hold the most bytes of the run's images (on by default).
+    images: bool | None = None
+    # Prefer the node where the run's pipeline last ran in the namespace (its caches are warm).
+    pipeline_cache: bool | None = Field(default=None, alias="pipelineCache")
+    # A label of the run that names its pipeline for pipelineCache (core/warmcache.py).
+    pipeline_key: QualifiedName | None = Field(default=None, alias="pipelineKey")
+
+
+@dataclass(frozen=True)
+class Warm:
+    images: bool = True
+    pipeline_cache: bool = False
+    pipeline_key: str = ""
+
+
 class PolicySpec(BaseModel):
     """spec of a CoschedulingPolicy (crds/coschedulingpolicies.yaml is its schema)."""
 
@@ -74,6 +94,7 @@ class PolicySpec(BaseModel):
     isolation: Isolation | None = None
     balloon: BalloonSpec = BalloonSpec()
     capacity: CapacitySpec = CapacitySpec()
+    warm: WarmSpec = WarmSpec()
 
 
 @dataclass(frozen=True)
@@ -88,6 +109,7 @@ class EffectivePolicy:
     priority_class_name: str | None = None
     image_pull_secrets: tuple[Mapping[str, Any], ...] = ()
     capacity: Capacity = Capacity()
+    warm: Warm = Warm()
     source: str = "defaults"
 
 
@@ -144,6 +166,12 @@ def apply(base: EffectivePolicy, spec: PolicySpec, source: str) -> EffectivePoli
             else base.image_pull_secrets
         ),
         capacity=_capacity(base.capacity, spec.capacity),
+        warm=Warm(
+            images=base.warm.images if spec.warm.images is None else spec.warm.images,
+            pipeline_cache=(base.warm.pipeline_cache if spec.warm.pipeline_cache is None
+                            else spec.warm.pipeline_cache),
+            pipeline_key=spec.warm.pipeline_key or base.warm.pipeline_key,
+        ),
         source=source,
     )
 
@@ -163,6 +191,11 @@ def _capacity(base: Capacity, spec: CapacitySpec) -> Capacity:
 def _age_key(obj: Mapping[str, Any]) -> tuple[str, str]:
     meta = obj.get("metadata") or {}
     return (str(meta.get("creationTimestamp") or ""), str(meta.get("name") or ""))
+
+
+def oldest(policies: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The policy object that applies to its namespace (see resolve)."""
+    return min(policies, key=_age_key, default=None)
 
 
 def resolve(base: EffectivePolicy, policies: Sequence[Mapping[str, Any]]) -> PolicyResolution:

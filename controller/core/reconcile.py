@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.core import balloon, reservation, tekton
+from controller.core import balloon, reservation, tekton, warm
 from controller.core.notices import Notice
 from controller.core.policy import EffectivePolicy, Isolation
 
@@ -46,6 +46,9 @@ class Observed:
     # What Tekton is still resolving of a run whose pipeline or tasks are behind a resolver,
     # while capacity-aware anchoring waits for the run's peak (core/resolution.py).
     resolving: str | None = None
+    # Where the run starts fastest (its images, its pipeline's warm cache), when its anchor is
+    # still to be chosen: preferred, never required.
+    warmth: warm.Warmth | None = None
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,7 @@ def decide(obs: Observed) -> Decision:
         obs.tekton_default_template,
         obs.others,
         room=obs.room,
+        warmth=obs.warmth,
     )
     notices = []
     if planned.conflicts:

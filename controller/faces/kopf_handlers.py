@@ -31,10 +31,14 @@ def _op(memo: Any) -> Operator:
 
 @kopf.on.event("v1", "nodes", registry=registry)
 def node_event(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
-    _op(memo).anchors.on_node(body, deleted=type == "DELETED")
+    operator = _op(memo)
+    operator.warming.on_node(body, deleted=type == "DELETED")
+    operator.anchors.on_node(body, deleted=type == "DELETED")
 
 
 @kopf.on.event(names.POLICY_GROUP, names.POLICY_VERSION, names.POLICY_PLURAL, registry=registry)
 def policy_event(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
     if type != "DELETED":
-        _op(memo).policies.report(body)
+        # Checked first against the watch's copies: the leader's own status writes (where a
+        # pipeline last ran) change nothing that is reported, and ask for nothing.
+        _op(memo).policies.report(body, cached=True)

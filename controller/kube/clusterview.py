@@ -32,6 +32,9 @@ class Facts:
     ignore_assistant: bool = False
     policies: Mapping[str, policy.PolicyResolution] = field(default_factory=dict)
     policy_objects: tuple[Mapping[str, Any], ...] = ()
+    # The status of each namespace's policy that applies: where its pipelines last ran
+    # (core/warmcache.py), written by the leader, read back by any replica after a restart.
+    warm_status: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     defaults: policy.PolicyResolution | None = None
     tekton_default_template: Mapping[str, Any] = field(default_factory=dict)
     # config-defaults default-container-resource-requirements: container name -> resources
@@ -75,12 +78,16 @@ def _yaml_entry(config_map: Mapping[str, Any] | None, key: str) -> dict[str, Any
     return parsed if isinstance(parsed, dict) else {}
 
 
-def resolve_policies(settings: Settings, store: Listing) -> dict[str, policy.PolicyResolution]:
-    by_namespace: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+def by_namespace(store: Listing) -> dict[str, list[Mapping[str, Any]]]:
+    found: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for obj in store.values():
-        by_namespace[(obj.get("metadata") or {}).get("namespace", "")].append(obj)
+        found[(obj.get("metadata") or {}).get("namespace", "")].append(obj)
+    return found
+
+
+def resolve_policies(settings: Settings, store: Listing) -> dict[str, policy.PolicyResolution]:
     base = settings.default_policy()
-    return {ns: policy.resolve(base, objs) for ns, objs in by_namespace.items()}
+    return {ns: policy.resolve(base, objs) for ns, objs in by_namespace(store).items()}
 
 
 class ClusterView:
@@ -166,8 +173,11 @@ class ClusterView:
         )
 
     def _on_policies(self, store: Listing) -> None:
+        applying = {ns: policy.oldest(objs) for ns, objs in by_namespace(store).items()}
         self._update(
             "policies",
             policies=resolve_policies(self.settings, store),
             policy_objects=tuple(store.values()),
+            warm_status={ns: dict((obj or {}).get("status") or {})
+                         for ns, obj in applying.items()},
         )

@@ -22,7 +22,7 @@ from controller.operator import sources
 from controller.operator.headroom import Headroom
 from controller.operator.notify import Notifier, pipelinerun_ref
 from controller.operator.podindex import PodIndex
-from controller.operator.resolving import Resolving
+from controller.operator.resolving import Resolving, task_reader
 from controller.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -82,11 +82,6 @@ class Capacity:
         if not spec or self.caches is None:
             return None
         ns = run.namespace
-
-        def read_task(ref: Mapping[str, Any]) -> Mapping[str, Any] | None:
-            task = self.caches.get("tasks", ns, str(ref.get("name"))) if self.caches else None
-            return (task or {}).get("spec")
-
         namespace = podrequests.Namespace(
             limit_ranges=tuple(self.caches.limit_ranges(ns) or ()),
             container_defaults=dict(facts.tekton_container_defaults),
@@ -94,7 +89,7 @@ class Capacity:
         capacity = facts.policy_for(ns).policy.capacity
         try:
             found = peak.estimate(
-                spec, self.resolving.reader(src, read_task), run.task_run_specs, namespace,
+                spec, task_reader(self.caches, ns, src), run.task_run_specs, namespace,
                 quantity.amounts(capacity.unknown_task),
             )
         except ValueError as exc:

@@ -21,15 +21,17 @@ from controller.kube.clusterview import Facts
 from controller.operator import sources
 from controller.operator.capacity import Capacity
 from controller.operator.podindex import PodIndex
+from controller.operator.warming import Warming
 
 
 class Observer:
     def __init__(self, kube: Kube, caches: Caches | None, index: PodIndex,
-                 capacity: Capacity) -> None:
+                 capacity: Capacity, warming: Warming | None = None) -> None:
         self.kube = kube
         self.caches = caches
         self.index = index
         self.capacity = capacity
+        self.warming = warming
 
     def observe(
         self, run: tekton.PipelineRun, facts: Facts, existing: Mapping[str, Any] | None,
@@ -44,6 +46,8 @@ class Observer:
         claim_names = named | {str((p.get("metadata") or {}).get("name")) for p in pvcs}
         src = sources.read(self.caches, self.index, run)
         pod = self.index.balloon(run.uid) if existing is not None else None
+        # Only while the anchor is still to be chosen: a bound balloon's node is decided.
+        choosing = needs_claims and not (pod and pod.node) and self.warming is not None
         return reconcile.Observed(
             run=run,
             namespace_enabled=serves,
@@ -58,6 +62,7 @@ class Observer:
             room_node=src.room_node,
             resolving=(self.capacity.waits_for_resolution(run, facts, src)
                        if needs_claims and existing is None else None),
+            warmth=self.warming.warmth(run, facts, src) if choosing and self.warming else None,
         ), src
 
     def _claims(self, run: tekton.PipelineRun, named: set[str]) -> Sequence[Mapping[str, Any]]:

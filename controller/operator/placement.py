@@ -23,6 +23,7 @@ from controller.kube.client import Kube
 from controller.metrics import Metrics
 from controller.operator.notify import Notifier, pipelinerun_ref
 from controller.operator.podindex import PodIndex
+from controller.operator.warming import Warming
 
 # The DisruptionTarget condition's reasons (k8s.io/api/core/v1): how a balloon pod went.
 GONE_BECAUSE = {
@@ -67,8 +68,10 @@ class Placement:
         notifier: Notifier,
         index: PodIndex,
         balloon_of: Callable[[str, str], Mapping[str, Any] | None] | None = None,
+        warming: Warming | None = None,
     ) -> None:
         self.kube = kube
+        self.warming = warming
         # The balloon StatefulSet by namespace and name: the operator's watch cache.
         self.balloon_of = balloon_of or kube.get_statefulset
         self.metrics = metrics
@@ -161,10 +164,13 @@ class Placement:
                 self._unexplained[uid] = Move(anchored or str(left), node, ref, time.monotonic())
         else:
             self._observe_time_to_anchor(annotations, pod)
-            self.notifier.tell(
-                ref, Notice("Anchored", f"the run's pods go to node {node}", warning=False),
-                (uid, node),
-            )
+            run_name = str(labels.get(names.LABEL_RUN) or "")
+            warmth = (self.warming.anchored(ns, run_name, annotations, node)
+                      if self.warming else "")
+            self.notifier.tell(ref, Notice(
+                "Anchored", f"the run's pods go to node {node}" + (f": {warmth}" if warmth
+                                                                   else ""),
+                warning=False), (uid, node))
         self.kube.annotate_statefulset(ns, sts_name, {names.ANNOTATION_ANCHORED_NODE: node})
         self._judge(uid, unjudged)
 

@@ -27,6 +27,17 @@ from controller.operator.sources import Sources
 HOLD = 120.0
 
 
+def task_reader(caches: Caches | None, namespace: str, src: Sources) -> Reader:
+    """Reads a pipeline task's `taskRef`: a Task of the namespace from the cache, a remote one
+    from what Tekton resolved for the run."""
+
+    def local(ref: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        task = caches.get("tasks", namespace, str(ref.get("name"))) if caches else None
+        return (task or {}).get("spec")
+
+    return Resolving.reader(src, local)
+
+
 class Resolving:
     def __init__(
         self,

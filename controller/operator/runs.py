@@ -36,6 +36,7 @@ from controller.operator.policies import Policies
 from controller.operator.settled import Settled
 from controller.operator.unplaced import Unplaced
 from controller.operator.waiting import WaitingPods
+from controller.operator.warming import Warming
 from controller.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -66,7 +67,9 @@ class Operator:
         self.index = PodIndex()
         # Live runs whose last decision kept their balloon, until something they read changes.
         self.settled = Settled(settings.resync_settled_rounds, self.index)
-        self.placement = Placement(kube, metrics, self.notifier, self.index, self.balloon_of)
+        self.warming = Warming(kube, caches, view, metrics)
+        self.placement = Placement(kube, metrics, self.notifier, self.index, self.balloon_of,
+                                   self.warming)
         self.gates = Gates(kube, self.index, metrics)
         self.budgets = Budgets(kube, caches, self.notifier)
         self.unplaced = Unplaced(settings, kube, self.index, metrics, self.notifier)
@@ -78,7 +81,7 @@ class Operator:
             self.live.get, lambda: self.view.facts, self.reconcile_run, self._live_runs,
             self.anchors.nodes,
         )
-        self.observer = Observer(kube, caches, self.index, self.capacity)
+        self.observer = Observer(kube, caches, self.index, self.capacity, self.warming)
         self.marks = Marks(
             kube, f"{settings.namespace_label}={settings.namespace_label_value}", self._live_runs
         )

@@ -153,8 +153,10 @@ class Settled:
             self.touch((uid,))
 
     def on_facts(self, old: Facts, new: Facts) -> None:
-        # A policy's status (which we write) changes its object, not what a decision reads.
-        if replace(old, policy_objects=()) != replace(new, policy_objects=()):
+        # A policy's status (which we write) changes its object, not what a decision reads:
+        # where a pipeline last ran is read only by a run's first decision.
+        if replace(old, policy_objects=(), warm_status={}) != replace(new, policy_objects=(),
+                                                                      warm_status={}):
             with self._lock:
                 self._seq += 1
                 self._all_touched = self._seq

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.core import balloon, explain, gate
+from controller.core import balloon, explain, gate, warm
 from controller.core.tekton import PipelineRun
 from controller.settings import Settings
 from tests import factories
@@ -82,3 +82,21 @@ def test_a_pod_held_by_the_gate_says_so_and_one_held_past_its_anchor_is_a_proble
     waiting = text([])
     assert "gated until the anchor is bound" in waiting and "still gated" not in waiting
     assert "pod build-42-build-pod is still gated, its anchor bound" in text([balloon_pod("n1")])
+
+
+def test_where_the_run_starts_fastest_is_read_from_the_balloon_and_the_anchor_s_node() -> None:
+    run = PipelineRun.from_body(factories.pipelinerun())
+    image = "docker.io/library/maven:3"
+    found = warm.warmth(frozenset({image}), {image: {"n1": 800_000_000, "n2": 800_000_000}})
+    made = balloon.plan(run, Settings().default_policy(), [], warmth=found).manifest
+    anchor_node = node("n2")
+    anchor_node["status"]["images"] = [{"names": [image], "sizeBytes": 800_000_000}]
+    text = "\n".join(explain.report(explain.Observed(
+        run=factories.pipelinerun(), namespace_enabled=True, assistant_on=False, balloon=made,
+        balloon_pods=[balloon_pod("n2")], node=anchor_node)))
+    assert ("where it starts fastest: 800.0 MB of the run's 800.0 MB of images already there"
+            in text), text
+    cold = "\n".join(explain.report(explain.Observed(
+        run=factories.pipelinerun(), namespace_enabled=True, assistant_on=False, balloon=made,
+        balloon_pods=[balloon_pod("n3")], node=node("n3"))))
+    assert "none of the run's 800.0 MB of images reported there (most on n1" in cold, cold

@@ -1,0 +1,102 @@
+"""Warm anchors, the adapter: the run's images from the specs the leader's caches hold (read as
+capacity reads them), which nodes hold them (an index kept from the node watch), and the
+pipeline's last node from its namespace's policy status, for core/warm.py; once the run is
+anchored, its node is remembered there for the pipeline's next run (core/warmcache.py), and
+counted.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from controller.core import warm, warmcache
+from controller.core.tekton import PipelineRun
+from controller.kube.caches import Caches
+from controller.kube.client import ApiError, Kube, api_message
+from controller.kube.clusterview import ClusterView, Facts
+from controller.metrics import Metrics
+from controller.operator.resolving import task_reader
+from controller.operator.sources import Sources
+
+log = structlog.get_logger(__name__)
+
+
+class Warming:
+    def __init__(self, kube: Kube, caches: Caches | None, view: ClusterView,
+                 metrics: Metrics) -> None:
+        self.kube = kube
+        self.caches = caches
+        self.view = view
+        self.metrics = metrics
+        self._reported: dict[str, dict[str, int]] = {}  # node -> its images (node_images)
+        self._holders: dict[str, dict[str, int]] = {}  # image -> node -> bytes
+        self._lock = threading.Lock()
+
+    def on_node(self, node: Mapping[str, Any], deleted: bool = False) -> None:
+        """The index follows each node's `status.images` (a heartbeat that changes none of
+        them changes nothing here)."""
+        name = str((node.get("metadata") or {}).get("name") or "")
+        reported = {} if deleted else warm.node_images(node)
+        with self._lock:
+            before = self._reported.get(name, {})
+            if reported == before:
+                return
+            for image in before.keys() - reported.keys():
+                self._holders[image].pop(name, None)
+                if not self._holders[image]:
+                    del self._holders[image]
+            for image, size in reported.items():
+                self._holders.setdefault(image, {})[name] = size
+            if reported:
+                self._reported[name] = reported
+            else:
+                self._reported.pop(name, None)
+
+    def warmth(self, run: PipelineRun, facts: Facts, src: Sources) -> warm.Warmth | None:
+        """Where the run starts fastest, as far as its namespace's policy asks (None: it asks
+        for nothing, or nothing is known)."""
+        asked = facts.policy_for(run.namespace).policy.warm
+        key = warmcache.pipeline_key(run, asked.pipeline_key) if asked.pipeline_cache else ""
+        spec = run.substituted_pipeline_spec or run.pipeline_spec or src.pipeline
+        images = (warm.run_images(spec, task_reader(self.caches, run.namespace, src))
+                  if asked.images and spec else frozenset())
+        if not images and not key:
+            return None
+        last = warmcache.remembered(facts.warm_status.get(run.namespace)).get(key, "")
+        with self._lock:
+            return warm.warmth(images, self._holders, key, last)
+
+    def anchored(self, namespace: str, run: str, annotations: Mapping[str, Any],
+                 node: str) -> str:
+        """The run's anchor was bound to `node` for the first time: counted, its pipeline's
+        node remembered; what is warm there, for the Anchored Event."""
+        note = warm.noted(annotations.get(warm.ANNOTATION))
+        with self._lock:
+            held = note.held(self._reported.get(node, {}), node)
+        if note.total:
+            self.metrics.warm_image_bytes.labels(on_anchor="held").inc(held)
+            self.metrics.warm_image_bytes.labels(on_anchor="to_pull").inc(note.total - held)
+        if note.cache_key:
+            outcome = ("first" if not note.cache_node
+                       else "hit" if note.cache_node == node else "miss")
+            self.metrics.warm_cache_runs.labels(outcome=outcome).inc()
+            self._remember(namespace, note.cache_key, node, run)
+        return warm.said(note, node, held)
+
+    def _remember(self, namespace: str, key: str, node: str, run: str) -> None:
+        facts = self.view.facts
+        _, _, name = facts.policy_for(namespace).policy.source.partition("/")
+        if not name:  # the policy that asked was deleted since
+            return
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        try:
+            self.kube.patch_policy_status(namespace, name, warmcache.remember(
+                facts.warm_status.get(namespace), key, node, run, now))
+        except ApiError as exc:
+            log.warning("pipeline's warm node not remembered", namespace=namespace,
+                        policy=name, error=api_message(exc))

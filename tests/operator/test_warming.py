@@ -1,0 +1,97 @@
+"""Warm anchors, the adapter: the node index follows node events, and an anchored run is counted
+and remembered for its pipeline's next run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from controller.core import policy, warm
+from controller.core.tekton import PipelineRun
+from controller.kube.clusterview import Facts
+from controller.metrics import Metrics
+from controller.operator.sources import Sources
+from controller.operator.warming import Warming
+from controller.settings import Settings
+from tests import factories
+
+MAVEN = "docker.io/library/maven:3"
+GB = 10**9
+
+
+@dataclass
+class Kube:
+    patched: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+
+    def patch_policy_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        self.patched.append((namespace, name, status))
+
+
+@dataclass
+class View:
+    facts: Facts
+
+
+def facts(warm_policy: policy.Warm, status: dict[str, Any] | None = None) -> Facts:
+    base = Settings().default_policy()
+    applied = replace(base, warm=warm_policy, source="CoschedulingPolicy/warm")
+    return Facts(synced=True, defaults=policy.PolicyResolution(base),
+                 policies={"team-a": policy.PolicyResolution(applied)},
+                 warm_status={"team-a": status or {}})
+
+
+def node(name: str, *images: tuple[str, int]) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "status": {"images": [
+        {"names": [ref], "sizeBytes": size} for ref, size in images]}}
+
+
+def inline_run() -> PipelineRun:
+    body = factories.pipelinerun()
+    body["spec"] = {"pipelineSpec": {"tasks": [{"name": "build", "taskSpec": {
+        "steps": [{"name": "s", "image": "maven:3"}]}}]}}
+    return PipelineRun.from_body(body)
+
+
+SOURCES = Sources(pipeline=None, requests=None, rooms=(), tasks_synced=True)
+
+
+def test_the_index_follows_what_nodes_report_and_forgets_deleted_nodes() -> None:
+    warming = Warming(Kube(), None, View(facts(policy.Warm())), Metrics())  # type: ignore[arg-type]
+    warming.on_node(node("a", (MAVEN, GB)))
+    warming.on_node(node("b", (MAVEN, GB)))
+    found = warming.warmth(inline_run(), facts(policy.Warm()), SOURCES)
+    assert found is not None and found.held == {"a": GB, "b": GB}
+    warming.on_node(node("a"))  # pruned by the kubelet's image GC
+    warming.on_node(node("b"), deleted=True)
+    found = warming.warmth(inline_run(), facts(policy.Warm()), SOURCES)
+    assert found is not None and found.held == {} and found.images == {MAVEN}
+
+
+def test_a_policy_that_asks_for_nothing_gets_no_preference() -> None:
+    warming = Warming(Kube(), None, View(facts(policy.Warm())), Metrics())  # type: ignore[arg-type]
+    warming.on_node(node("a", (MAVEN, GB)))
+    assert warming.warmth(inline_run(), facts(policy.Warm(images=False)), SOURCES) is None
+
+
+def test_an_anchored_run_is_counted_and_its_pipeline_s_node_remembered() -> None:
+    kube, metrics = Kube(), Metrics()
+    asked = policy.Warm(pipeline_cache=True)
+    remembered = {"warmNodes": {"inline:x": {"node": "a", "time": "2026-11-26T10:00:00Z"}}}
+    warming = Warming(kube, None, View(facts(asked, remembered)), metrics)  # type: ignore[arg-type]
+    warming.on_node(node("a", (MAVEN, GB)))
+    run = inline_run()
+    found = warming.warmth(run, facts(asked, remembered), SOURCES)
+    assert found is not None and found.cache_key.startswith("inline:")
+    annotations = {warm.ANNOTATION: replace(found, cache_node="a").annotation()}
+    said = warming.anchored("team-a", run.name, annotations, "a")
+    assert said == ("1.0 GB of the run's 1.0 GB of images already there; its pipeline's caches "
+                    "are warm there (its last run ran there)")
+    assert kube.patched[0][:2] == ("team-a", "warm")
+    assert kube.patched[0][2]["warmNodes"][found.cache_key]["node"] == "a"
+    warming.anchored("team-a", run.name, annotations, "b")
+    samples = {(s.name, tuple(s.labels.values())): s.value
+               for m in metrics.registry.collect() for s in m.samples}
+    assert samples[("tekton_coscheduler_warm_cache_runs_total", ("hit",))] == 1
+    assert samples[("tekton_coscheduler_warm_cache_runs_total", ("miss",))] == 1
+    assert samples[("tekton_coscheduler_warm_image_bytes_total", ("held",))] == GB
+    assert samples[("tekton_coscheduler_warm_image_bytes_total", ("to_pull",))] == GB
