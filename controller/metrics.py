@@ -63,6 +63,26 @@ class Metrics:
             "behind shows here first)",
             registry=r,
         )
+        self.events_oldest_seconds = Gauge(
+            f"{PREFIX}_events_oldest_seconds",
+            "Seconds the longest-waiting object of the leader's work queue has waited (to run, "
+            "or to be tried again after a failure)",
+            registry=r,
+        )
+        self.work_retries = Counter(
+            f"{PREFIX}_work_retries",
+            "Events of the leader's work queue that failed and were put back after a backoff, "
+            "by reason (throttled, server, conflict, timeout, connection, error)",
+            ["reason"],
+            registry=r,
+        )
+        self.work_dropped = Counter(
+            f"{PREFIX}_work_dropped",
+            "Events of the leader's work queue that failed where trying again cannot help, by "
+            "reason (forbidden, invalid, gone, not-leading)",
+            ["reason"],
+            registry=r,
+        )
         self.events_superseded = Counter(
             f"{PREFIX}_events_superseded",
             "Events skipped because a newer one of the same object came before their turn",

@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
+import threading
 from collections.abc import Coroutine, Iterable
 from typing import Any, cast
 
@@ -20,13 +22,14 @@ import kopf
 import structlog
 
 from controller.core import names
-from controller.faces import kopf_handlers, probes
+from controller.faces import kopf_handlers, probes, supervise
 from controller.faces.streams import Streams
 from controller.kube.admission_policies import AdmissionPolicies
 from controller.kube.caches import Caches
 from controller.kube.client import Kube
 from controller.kube.clusterview import ClusterView
 from controller.kube.connection import load_client_config
+from controller.kube.fencing import Leadership
 from controller.kube.inspection import Inspection
 from controller.kube.leadership import LeaderElector, default_namespace, identity
 from controller.metrics import Metrics
@@ -45,6 +48,10 @@ KOPF_FAILED = 4  # kopf ended on an error of its own
 # Seconds between looks at waiting pods and blocked anchors: with the grace periods (15-20 s)
 # a run that waits is told within 30 s.
 WATCH_INTERVAL = 5.0
+# A reconciler that lost the Lease is gone within this many seconds, its threads included
+# (a thread blocked in a call to the API server is not waited for); the supervisor kills one
+# that is not (faces/supervise.py), from the deadline this process reports to it.
+EXIT_BOUND = 10.0
 
 
 class EventsOnly(kopf.AnnotationsDiffBaseStorage):
@@ -82,13 +89,17 @@ async def synced(view: ClusterView) -> None:
 
 
 async def resync_forever(
-    operator: Operator, interval: float, bindings: PolicyBindings | None = None
+    operator: Operator, interval: float, streams: Streams, bindings: PolicyBindings | None = None
 ) -> None:
-    resync = Resync(operator)
+    resync = Resync(operator, streams.submit_run, streams.work.settled)
+    streams.resync = resync
     while True:
-        try:
-            if bindings is not None:  # first: a missing binding leaves pods unpinned
+        if bindings is not None:  # first: a missing binding leaves pods unpinned
+            try:
                 await asyncio.to_thread(bindings.sync, operator.view.facts)
+            except Exception:  # said; the runs' round goes on all the same
+                log.exception("bindings not kept this round")
+        try:
             await asyncio.to_thread(resync)
         except Exception:
             log.exception("resync failed")
@@ -136,10 +147,10 @@ async def reconcile_while_leading(
             settings.lease_name,
             identity(),
             settings.lease_duration,
+            leadership=kube.leadership,
         )
         if not await first_of(elector.acquire(), stop.wait()):
             return 0  # told to stop while still a candidate
-        kube.actor = elector.me
     if operator.caches is not None:
         # The leader's watch caches: balloons, and claims of enabled namespaces (only the
         # leader reads them, so a standby keeps no copy).
@@ -149,7 +160,8 @@ async def reconcile_while_leading(
         bindings.active = True  # from now on every change of the view is acted on
     streams = Streams(operator, kube, settings.api_timeout, operator.metrics)
     streams.start()
-    resync = asyncio.create_task(resync_forever(operator, settings.resync_interval, bindings))
+    resync = asyncio.create_task(resync_forever(operator, settings.resync_interval, streams,
+                                                bindings))
     watchdog = asyncio.create_task(watch_anchors_forever(operator, WATCH_INTERVAL))
     kopf_task = asyncio.create_task(
         kopf.operator(
@@ -170,15 +182,16 @@ async def reconcile_while_leading(
         watched.append(asyncio.create_task(elector.hold()))
     done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
     lost = kopf_task not in done
+    if lost:
+        exit_within(EXIT_BOUND)
     stop.set()
     for task in watched[1:]:
         task.cancel()
     resync.cancel()
     watchdog.cancel()
     streams.stop()
-    await asyncio.to_thread(operator.gates.release_all)
+    await asyncio.to_thread(release_gates, operator, kube)
     [ended] = await asyncio.gather(kopf_task, return_exceptions=True)
-    kube.actor = None
     if elector is not None and not lost:
         await asyncio.to_thread(elector.release)
     if isinstance(ended, BaseException) and not isinstance(ended, asyncio.CancelledError):
@@ -187,6 +200,24 @@ async def reconcile_while_leading(
         log.error("kopf stopped on an error", error=repr(ended), exc_info=ended)
         return KOPF_FAILED
     return LOST_LEADERSHIP if lost else 0
+
+
+def release_gates(operator: Operator, kube: Kube) -> None:
+    """Leading ends: the scheduling gates this replica put on pods go, even once the Lease is
+    no longer ours (operator/gates.py: why that write is safe from any replica)."""
+    if kube.leadership is None:
+        operator.gates.release_all()
+        return
+    with kube.leadership.unfenced():
+        operator.gates.release_all()
+
+
+def exit_within(seconds: float) -> None:
+    """The process ends within `seconds` whatever its threads do: a cancelled to_thread task's
+    thread goes on, and asyncio.run would wait for it at exit."""
+    timer = threading.Timer(seconds, os._exit, (LOST_LEADERSHIP,))
+    timer.daemon = True
+    timer.start()
 
 
 def server_version(kube: Kube) -> str | None:
@@ -199,7 +230,10 @@ def server_version(kube: Kube) -> str | None:
 
 async def run(settings: Settings) -> int:
     metrics = Metrics()
-    kube = Kube(load_client_config(), timeout=settings.api_timeout, metrics=metrics)
+    leadership = Leadership(enabled=settings.leader_election)
+    supervise.report_leadership(leadership)
+    kube = Kube(load_client_config(), timeout=settings.api_timeout, metrics=metrics,
+                leadership=leadership)
     view = ClusterView(settings, kube)
     versions = Versions(metrics)
     versions.kubernetes(server_version(kube))

@@ -15,6 +15,7 @@ from controller.kube.client import Kube
 from controller.kube.intake import Intake, Obj
 from controller.kube.reflector import start_thread
 from controller.metrics import Metrics
+from controller.operator.resync import Resync
 from controller.operator.runs import Operator
 
 # Threads that run the handlers: kopf's pool here was min(32, cores + 4), six on two cores.
@@ -44,6 +45,7 @@ class Streams:
     def __init__(self, operator: Operator, kube: Kube, timeout: float,
                  metrics: Metrics | None = None, workers: int = WORKERS) -> None:
         self.operator = operator
+        self.resync: Resync | None = None  # set once the resync runs (faces/reconciler.py)
         self.work: Serial[tuple[Handler, str, Obj]] = Serial(
             lambda e: e[0](e[1], e[2]), workers, "handler", metrics)
         # Always decoded: runs and pods carrying our mark (a run anchored before its namespace
@@ -60,6 +62,12 @@ class Streams:
                      timeout=timeout, label_selector=selector)
               for name, selector in POD_SELECTORS.items()),
         ]
+
+    def submit_run(self, uid: str, body: Mapping[str, Any], listed: bool) -> None:
+        """The resync's look at a run: on the queue under the run's key, behind (never instead
+        of) an event of the run already waiting."""
+        self.work.put(uid, (self.on_resync, "LISTED" if listed else "RESYNC", dict(body)),
+                      replace=False)
 
     def _to(self, handler: Handler) -> Callable[[str, Obj], None]:
         def put(kind: str, obj: Obj) -> None:
@@ -79,6 +87,10 @@ class Streams:
         self.work.stop()
 
     # -- handlers ---------------------------------------------------------------------------
+
+    def on_resync(self, kind: str, body: Obj) -> None:
+        if self.resync is not None:
+            self.resync.look(body, listed=kind == "LISTED")
 
     def on_run(self, kind: str, body: Obj) -> None:
         meta = body.get("metadata") or {}

@@ -14,6 +14,7 @@ import orjson
 from kubernetes.client.exceptions import ApiException
 
 from controller.kube import connection
+from controller.kube.fencing import Leadership
 from controller.metrics import Metrics
 
 Obj = dict[str, Any]
@@ -35,13 +36,14 @@ class Api:
         api: kubernetes.client.ApiClient,
         timeout: float = 30.0,
         metrics: Metrics | None = None,
+        leadership: Leadership | None = None,
     ) -> None:
         self.api = api
         self.timeout = timeout
-        # The Lease holder identity this process writes as, once it leads (None: it does not
-        # lead, or leader election is off).
-        self.actor: str | None = None
-        connection.count_requests(api, metrics, lambda: self.actor)
+        # The Lease this process writes under (kube/fencing.py); None: a process that writes
+        # nothing it must fence (the admission server).
+        self.leadership = leadership
+        connection.count_requests(api, metrics, leadership)
         self.core = kubernetes.client.CoreV1Api(api)
         self.apps = kubernetes.client.AppsV1Api(api)
         self.custom = kubernetes.client.CustomObjectsApi(api)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import kubernetes
 import structlog
 
 from controller.core import apicalls
+from controller.kube.fencing import Leadership
 from controller.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -17,19 +17,23 @@ WRITES = frozenset({"create", "update", "patch", "delete"})
 
 
 def count_requests(
-    api: kubernetes.client.ApiClient, metrics: Metrics | None, actor: Callable[[], str | None]
+    api: kubernetes.client.ApiClient, metrics: Metrics | None, leadership: Leadership | None
 ) -> None:
     """Every request this client sends (ours and our watch caches') counted by verb, resource
     and status: what the operator costs the API server, per run (issue: cost grows with the
-    work, not with the cluster). Every write but the Lease's own is logged as it is sent, with
-    the Lease holder the process acts as: the chaos benchmark reads these lines from every
-    replica to show that two leaders never act at once."""
+    work, not with the cluster). Every write is checked against the process's Leadership
+    (kube/fencing.py) before it is sent, and every write but the Lease's own is logged as it
+    is sent, with the Lease holder the process acts as: the chaos benchmark and the fault
+    scenarios read these lines from every replica to show that two leaders never act at once."""
     send = api.call_api
 
     def counted(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         verb, resource = apicalls.classify(method, url)
+        if verb in WRITES and leadership is not None:
+            leadership.check(resource)
         if verb in WRITES and resource != "leases":
-            log.info("api write", verb=verb, resource=resource, holder=actor())
+            log.info("api write", verb=verb, resource=resource,
+                     holder=leadership.holder if leadership else None)
         code = "error"
         try:
             response = send(method, url, *args, **kwargs)

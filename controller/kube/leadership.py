@@ -24,6 +24,7 @@ from kubernetes.client.exceptions import ApiException
 from controller.core.lease import Observed, claimed, may_take, observe
 from controller.core.times import micro_time
 from controller.kube.client import Kube
+from controller.kube.fencing import Leadership
 
 log = structlog.get_logger(__name__)
 
@@ -54,6 +55,8 @@ class LeaderElector:
     duration: int = 15
     # This process's monotonic clock: expiry is judged by it alone (core/lease.py).
     clock: Callable[[], float] = time.monotonic
+    # What every write of this process checks (kube/fencing.py): granted at each renewal.
+    leadership: Leadership | None = None
     _observed: Observed | None = field(default=None, init=False, repr=False)
 
     @property
@@ -89,6 +92,9 @@ class LeaderElector:
     def _wrote(self, ok: bool, spec: Mapping[str, Any], now: float) -> bool:
         if ok:
             self._observed = observe(None, spec, now)
+            if self.leadership is not None:
+                # From when this round began: the Lease was renewed no later than that.
+                self.leadership.grant(self.me, now + self.renew_deadline)
         return ok
 
     async def acquire(self) -> None:
@@ -114,6 +120,8 @@ class LeaderElector:
             if renewed:
                 deadline = loop.time() + self.renew_deadline
             elif loop.time() >= deadline:
+                if self.leadership is not None:
+                    self.leadership.revoke()
                 log.error("leadership lost", lease=f"{self.namespace}/{self.name}")
                 return
 
@@ -126,6 +134,8 @@ class LeaderElector:
 
     def release(self) -> None:
         """Hand the Lease back at shutdown, so that another replica leads at once."""
+        if self.leadership is not None:
+            self.leadership.revoke()  # nothing of ours writes after this
         try:
             lease = self.kube.get_lease(self.namespace, self.name)
             if lease and (lease.get("spec") or {}).get("holderIdentity") == self.me:

@@ -14,6 +14,7 @@ from typing import Any
 import structlog
 
 from controller.core import balloon, names, peak, podrequests, quantity, reservation, tekton
+from controller.kube import errors
 from controller.kube.caches import Caches
 from controller.kube.client import ApiError, Kube, api_message
 from controller.kube.clusterview import Facts
@@ -60,7 +61,10 @@ class Capacity:
         self.resolving = Resolving(caches, live, reconcile)
         self._acted: dict[str, float] = {}  # run uid -> when its reservation last changed
         self._estimates: dict[str, peak.Estimate] = {}
-        self._lock = threading.RLock()
+        # Guards the dicts here, never held across a call to the API server (one slow call
+        # would stall every worker): a run being tended is marked in _tending instead.
+        self._lock = threading.Lock()
+        self._tending: set[str] = set()
         # Namespace -> when a reservation pod could not be made there (no PriorityClass,
         # admission): its new balloons do not wait for one for a while, and unbound ones are
         # re-planned without.
@@ -176,7 +180,14 @@ class Capacity:
         with self._lock:
             if time.monotonic() - self._acted.get(run_uid, -SETTLE) < SETTLE:
                 return
+            if run_uid in self._tending:  # another thread tends it now: the watch shows its act
+                return
+            self._tending.add(run_uid)
+        try:
             self._tend(tekton.PipelineRun.from_body(body), plan, src)
+        finally:
+            with self._lock:
+                self._tending.discard(run_uid)
 
     def _nothing_to_tend(self, run_uid: str, body: Mapping[str, Any]) -> bool:
         known = self._known(run_uid)  # kept only once complete (its pipeline and tasks read)
@@ -210,7 +221,8 @@ class Capacity:
         if requires_room and not reservation.worth(full) and not (pod and pod.node):
             # The quota leaves no reservation: the unbound balloon must not wait for one
             # (re-planned without; not tended again before the watch shows it).
-            self._acted[run.uid] = time.monotonic()
+            with self._lock:
+                self._acted[run.uid] = time.monotonic()
             self.reconcile(self.live(run.uid) or {})
             return
         waiting = self.index.balloon_waiting(run.uid)
@@ -232,7 +244,8 @@ class Capacity:
             self.notifier.tell(ref, step.notice, run.uid)
         if step.act is reservation.Act.NONE:
             return
-        self._acted[run.uid] = time.monotonic()
+        with self._lock:
+            self._acted[run.uid] = time.monotonic()
         self.metrics.reservations.labels(action=str(step.act)).inc()
         log.info("reservation", run=f"{run.namespace}/{run.name}", act=str(step.act),
                  why=step.why, size=quantity.describe(step.size or {}))
@@ -247,7 +260,12 @@ class Capacity:
             try:
                 self.kube.create_pod(manifest)
             except ApiError as exc:
-                self._failed_at[run.namespace] = now
+                if errors.classify(exc).retry:
+                    with self._lock:  # it was not made: not waited for either
+                        self._acted.pop(run.uid, None)
+                    raise  # tried again after a backoff (faces/serial.py)
+                with self._lock:
+                    self._failed_at[run.namespace] = now
                 self.notifier.tell(
                     ref, reservation.cannot_reserve(f"{exc.status} {api_message(exc)}"), run.uid
                 )

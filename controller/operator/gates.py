@@ -14,6 +14,7 @@ from typing import Any
 import structlog
 
 from controller.core import gate, names, tekton
+from controller.kube import errors
 from controller.kube.client import ApiError, Kube, api_message
 from controller.metrics import Metrics
 from controller.operator.podindex import PodIndex
@@ -65,24 +66,38 @@ class Gates:
 
     def release_all(self) -> None:
         """This process stops leading: nothing it gated may wait for it (a rollback to a
-        release that does not know the gate would never release it)."""
+        release that does not know the gate would never release it). Also once the Lease is
+        no longer ours (faces/reconciler.py writes it unfenced), and safe then: the gate only
+        keeps a pod from racing its balloon for their claims; each pod keeps its required term
+        beside the balloon, so released early it waits for the anchor's node as it would have,
+        and the next leader would take the gate off the same pods."""
         with self._lock:
             runs = list(self._held)
         for uid in runs:
-            self._release(uid)
+            try:
+                self._release(uid)
+            except Exception as exc:  # leadership ends: said, and the rest released
+                log.warning("could not release a run's scheduling gates", run=uid,
+                            error=repr(exc))
 
     def forget(self, run_uid: str) -> None:
         """The run ended or is deleted: its pods go with it, none waits for its anchor."""
         self._release(run_uid)
 
     def _release(self, run_uid: str) -> None:
+        """Every gated pod of the run released; a failure that may mend is raised once the
+        others were tried (the event is tried again after a backoff: faces/serial.py)."""
         with self._lock:
             pods = list((self._held.get(run_uid) or {}).items())
+        again: Exception | None = None
         for pod_uid, (namespace, name) in pods:
             try:
                 if self.kube.release_pod_gate(namespace, name, pod_uid, gate.release()):
                     self.metrics.gates_released.inc()
-            except ApiError as exc:
+            except Exception as exc:
+                if not isinstance(exc, ApiError) or errors.classify(exc).retry:
+                    again = again or exc
+                    continue
                 log.warning("could not release a pod's scheduling gate",
                             error=f"{exc.status} {api_message(exc)}",
                             object=f"Pod/{namespace}/{name}")
@@ -93,3 +108,5 @@ class Gates:
                     held.pop(pod_uid, None)
                     if not held:
                         del self._held[run_uid]
+        if again is not None:
+            raise again

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 import structlog
 
 from controller.core import mark, tekton
+from controller.kube import errors
 from controller.kube.client import ApiError, Kube, api_message
 from controller.kube.clusterview import Facts
 
@@ -43,8 +44,9 @@ class Marks:
             return mark.by(run, self.installation) or run.uid in self._marked
 
     def ensure(self, run: tekton.PipelineRun, topology_key: str) -> bool:
-        """Marks the run and its TaskRuns, once. A failure is logged (False): the run stays
-        anchored while its namespace is enabled, and its next event tries again."""
+        """Marks the run and its TaskRuns, once. A failure that may mend is raised (the work
+        queue tries again); one that cannot is logged (False): the run stays anchored while its
+        namespace is enabled, and its next event tries again."""
         if self.marked(run) or not mark.ready(run):
             return True  # marked, or Tekton's first writes still to come: they wake the run
         try:
@@ -52,6 +54,8 @@ class Marks:
                                    mark.patch(run.uid, topology_key, self.installation))
             self._mark_task_runs(run, topology_key)
         except ApiError as exc:
+            if errors.classify(exc).retry:
+                raise  # the run's event is tried again after a backoff (faces/serial.py)
             log.warning("could not mark the anchored run", error=f"{exc.status} {api_message(exc)}",
                         object=f"PipelineRun/{run.namespace}/{run.name}")
             return False

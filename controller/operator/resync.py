@@ -17,24 +17,53 @@ anything is deleted.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import structlog
 
 from controller.core import names, tekton
+from controller.kube import errors
 from controller.operator.runs import Operator
 
 log = structlog.get_logger(__name__)
+T = TypeVar("T")
+
+
+# How long the first round waits for the runs it listed to be looked at once (retries of one
+# that keeps failing are not waited for beyond it) before the live runs count as known.
+FIRST_ROUND_WAIT = 60.0
+
+# submit(run uid, body, listed): a look at a run, put on the work queue (faces/serial.py)
+# without replacing an event of the run already waiting; `listed`: from the first round's list,
+# decided whatever the live runs say.
+Submit = Callable[[str, Mapping[str, Any], bool], None]
 
 
 class Resync:
-    def __init__(self, operator: Operator) -> None:
+    def __init__(self, operator: Operator, submit: Submit | None = None,
+                 settled: Callable[[Iterable[str]], bool] | None = None) -> None:
         self.operator = operator
+        # Without a queue (unit tests of the operator alone) each run is reconciled in place.
+        self.submit = submit or self._in_place
+        self.settled = settled or (lambda _: True)
         self.seeded = False
         self.last_round = float("-inf")  # when the previous round ended (monotonic)
 
+    def _in_place(self, uid: str, body: Mapping[str, Any], listed: bool) -> None:
+        self._step("run", self.look, body, listed)
+
+    def look(self, body: Mapping[str, Any], listed: bool) -> None:
+        """One run, as the queue hands it back: a snapshot an event has replaced since (or whose
+        run ended) is left to that event, or a stale body would put an ended run back among
+        the live ones. The first round's, listed from the API server, are all decided."""
+        op = self.operator
+        if listed or op.still_current(body):
+            op.reconcile_run(body)
+
     def __call__(self) -> None:
+        """One round. It only puts runs on the queue, so that one run's failure holds up no
+        other and never the round's tail, each of whose steps is on its own too."""
         op = self.operator
         # Balloons before runs: a balloon seen now belongs to a run made earlier.
         caches = op.caches
@@ -42,45 +71,55 @@ class Resync:
             op.kube.list_balloons()
         )
         since = self.last_round
-        # The live runs' bodies are a snapshot: one an event has replaced since (or whose run
-        # ended) is left to that event, or a stale body would put an ended run back among the
-        # live ones. The first round's, listed from the API server, are all decided.
         listed = not self.seeded
         if listed:
             bodies: Sequence[Mapping[str, Any]] = op.kube.list_pipelineruns()
-            self.seeded = True
         else:
             with op._live_lock:
                 bodies = [b for uid, b in op.live.items()
                           if op.reconciled.get(uid, float("-inf")) < since
                           and not op.settled.skips(uid)]
                 op.metrics.resync_left_alone.set(len(op.live) - len(bodies))
-        for body in bodies:
-            if not (listed or op.still_current(body)):
-                continue
-            try:
-                op.reconcile_run(body)
-            except Exception:
-                meta = body.get("metadata") or {}
-                log.exception("reconcile failed",
-                              object=f"PipelineRun/{meta.get('namespace')}/{meta.get('name')}")
-        op.marks.seeded = True
+        uids = [str((b.get("metadata") or {}).get("uid") or "") for b in bodies]
+        for uid, body in zip(uids, bodies, strict=True):
+            self.submit(uid, body, listed)
+        if listed:
+            # The live runs are known once each listed run was looked at (bindings in policy
+            # mode keep the namespaces of the anchored ones: operator/marking.py `held`).
+            deadline = time.monotonic() + FIRST_ROUND_WAIT
+            while not self.settled(uids) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            self.seeded = True
+            op.marks.seeded = True
         with op._live_lock:
             live = {uid: tekton.PipelineRun.from_body(b) for uid, b in op.live.items()}
-        waiting = [placed for sts in balloons if (placed := self._balloon(sts, live))]
-        op.unplaced.check(waiting)
+        waiting = [placed for sts in balloons
+                   if (placed := self._step("balloon", self._balloon, sts, live))]
+        self._step("unplaced", op.unplaced.check, waiting)
         for uid in live:  # the reservations' waits run out between events
-            op.capacity.tend(uid)
-        op.placement.flush_moves()
-        op.gates.tend()
-        op.budgets.tend(balloons, op.view.facts)
-        op.capacity.release_orphans(live)
+            self._step("reservation", op.capacity.tend, uid)
+        self._step("moves", op.placement.flush_moves)
+        self._step("gates", op.gates.tend)
+        self._step("budgets", op.budgets.tend, balloons, op.view.facts)
+        self._step("orphan reservations", op.capacity.release_orphans, live)
         op.metrics.balloons_active.set(len(balloons))
         for obj in op.view.facts.policy_objects:
-            op.policies.report(obj, cached=True)
+            self._step("policy status", op.policies.report, obj, cached=True)
         op.settled.next_round()
         op.metrics.resync_rounds.inc()
         self.last_round = time.monotonic()
+
+    def _step(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
+        """A step of the round's tail: a failure is said and counted, and the round goes on
+        (the next round, or the object's own event, tries it again)."""
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            failure = errors.classify(exc)
+            self.operator.metrics.work_retries.labels(reason=failure.reason).inc()
+            (log.exception if failure.bug else log.warning)(
+                "resync step failed", step=what, reason=failure.reason, error=str(exc))
+            return None
 
     def _balloon(self, sts: Mapping[str, Any], live: Mapping[str, tekton.PipelineRun]
                  ) -> tuple[tekton.PipelineRun, Mapping[str, Any]] | None:
@@ -98,7 +137,7 @@ class Resync:
                 op.delete_balloon(sts, "orphan")
             elif owner.finished:
                 op.delete_balloon(sts, "run finished")
-            else:
-                op.reconcile_run(fresh or {})
+            elif fresh is not None:
+                self.submit(uid, fresh, True)
             return None
         return None if run.pending else (run, sts)

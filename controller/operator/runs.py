@@ -18,6 +18,7 @@ import structlog
 from controller.core import balloon, glance, mark, names, reconcile, tekton
 from controller.core.notices import Notice
 from controller.core.reconcile import Verb
+from controller.kube import errors
 from controller.kube.caches import Caches
 from controller.kube.client import ApiError, Kube, api_message
 from controller.kube.clusterview import ClusterView
@@ -279,7 +280,11 @@ class Operator:
                 bound.info("balloon template replaced", why=decision.why)
             elif decision.verb is Verb.DELETE and existing is not None:
                 self.delete_balloon(existing, decision.why)
-        except ApiError as exc:
+        except Exception as exc:
+            # The work queue tries the run again after a backoff (faces/serial.py); what mends
+            # itself (throttled, a timeout) is no Warning, what cannot is said on the run.
+            if not isinstance(exc, ApiError) or errors.classify(exc).retry:
+                raise
             reason = (
                 "BalloonCreateFailed" if decision.verb is Verb.CREATE else "BalloonUpdateFailed"
             )
@@ -293,6 +298,7 @@ class Operator:
                 ),
                 run.uid,
             )
+            raise
 
     def delete_balloon(self, statefulset: Mapping[str, Any], why: str) -> None:
         meta = statefulset["metadata"]

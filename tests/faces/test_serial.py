@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import threading
+import time
+
+from kubernetes.client.exceptions import ApiException
 
 from controller.faces.serial import Serial
 from controller.metrics import Metrics
@@ -67,3 +70,107 @@ def test_a_handler_that_fails_does_not_stop_the_others() -> None:
     assert done.acquire(timeout=5) and done.acquire(timeout=5)
     work.stop()
     assert handled == ["good"]
+
+
+class Flaky:
+    """A handler whose calls fail as told, recording when each began."""
+
+    def __init__(self, failures: dict[str, list[BaseException]]) -> None:
+        self.failures = failures
+        self.calls: list[tuple[str, float]] = []
+        self.done = threading.Semaphore(0)
+
+    def __call__(self, event: str) -> None:
+        self.calls.append((event, time.monotonic()))
+        try:
+            queued = self.failures.get(event.split(":")[0])
+            if queued:
+                raise queued.pop(0)
+        finally:
+            self.done.release()
+
+    def wait(self, count: int) -> None:
+        for _ in range(count):
+            assert self.done.acquire(timeout=10)
+
+
+def throttled(after: str | None = None) -> ApiException:
+    exc = ApiException(status=429, reason="Too Many Requests")
+    exc.headers = {"Retry-After": after} if after else {}
+    return exc
+
+
+def test_a_failed_event_is_tried_again_after_a_backoff_that_doubles_with_no_new_event() -> None:
+    handle = Flaky({"a": [ApiException(status=503), TimeoutError(), OSError("reset")]})
+    metrics = Metrics()
+    work: Serial[str] = Serial(handle, workers=2, name="test", metrics=metrics)
+    work.start()
+    work.put("a", "a:1")
+    handle.wait(4)
+    work.stop()
+    assert [e for e, _ in handle.calls] == ["a:1"] * 4
+    gaps = [b - a for (_, a), (_, b) in zip(handle.calls, handle.calls[1:], strict=False)]
+    assert gaps[0] >= 0.02 and gaps[1] >= 0.04 and gaps[2] >= 0.08, gaps
+    assert said(metrics, "work_retries_total", reason="server") == 1
+    assert said(metrics, "work_retries_total", reason="timeout") == 1
+    assert said(metrics, "work_retries_total", reason="connection") == 1
+    assert work.settled(["a"])
+
+
+def test_the_api_server_s_retry_after_is_honoured() -> None:
+    handle = Flaky({"a": [throttled("0.3")]})
+    work: Serial[str] = Serial(handle, workers=1, name="test")
+    work.start()
+    work.put("a", "a:1")
+    handle.wait(2)
+    work.stop()
+    assert handle.calls[1][1] - handle.calls[0][1] >= 0.3
+
+
+def test_what_trying_again_cannot_mend_is_dropped_and_counted() -> None:
+    handle = Flaky({"a": [ApiException(status=403), ApiException(status=403)]})
+    metrics = Metrics()
+    work: Serial[str] = Serial(handle, workers=1, name="test", metrics=metrics)
+    work.start()
+    work.put("a", "a:1")
+    handle.wait(1)
+    time.sleep(0.3)  # a retry, were there one, would have come by now (its backoff is 20 ms)
+    work.stop()
+    assert len(handle.calls) == 1
+    assert said(metrics, "work_dropped_total", reason="forbidden") == 1
+
+
+def test_a_newer_event_does_not_wait_out_the_backoff_of_a_failed_one() -> None:
+    handle = Flaky({"a": [throttled("30")]})
+    work: Serial[str] = Serial(handle, workers=1, name="test")
+    work.start()
+    work.put("a", "a:1")
+    handle.wait(1)
+    assert not work.settled(["a"]) and work.oldest() >= 0  # waiting out 30 s
+    work.put("a", "a:2")
+    handle.wait(1)
+    work.stop()
+    assert [e for e, _ in handle.calls] == ["a:1", "a:2"]
+    assert handle.calls[1][1] - handle.calls[0][1] < 5
+
+
+def test_a_resync_s_look_never_replaces_an_event_waiting() -> None:
+    gate = threading.Event()
+    seen: list[str] = []
+
+    def handle(event: str) -> None:
+        gate.wait(5)
+        seen.append(event)
+
+    work: Serial[str] = Serial(handle, workers=1, name="test")
+    work.start()
+    work.put("busy", "busy")
+    work.put("a", "a:watch")
+    work.put("a", "a:resync", replace=False)
+    gate.set()
+    for _ in range(100):
+        if len(seen) == 2:
+            break
+        time.sleep(0.05)
+    work.stop()
+    assert seen == ["busy", "a:watch"]

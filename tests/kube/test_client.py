@@ -8,6 +8,7 @@ import kubernetes
 from structlog.testing import capture_logs
 
 from controller.kube.client import Kube
+from controller.kube.fencing import Leadership
 from controller.metrics import Metrics
 
 BASE = "https://127.0.0.1:6443"
@@ -31,8 +32,9 @@ def client_sending(sent: list[tuple[str, str]]) -> kubernetes.client.ApiClient:
 
 def test_a_write_is_logged_with_the_lease_holder_as_it_is_sent() -> None:
     sent: list[tuple[str, str]] = []
-    kube = Kube(client_sending(sent), metrics=Metrics())
-    kube.actor = "replica-a_1234"
+    leadership = Leadership()
+    kube = Kube(client_sending(sent), metrics=Metrics(), leadership=leadership)
+    leadership.grant("replica-a_1234", float("inf"))
     with capture_logs() as logs:
         kube.api.call_api("POST", f"{BASE}/apis/apps/v1/namespaces/ns/statefulsets")
         kube.api.call_api("DELETE", f"{BASE}/api/v1/namespaces/ns/pods/p")

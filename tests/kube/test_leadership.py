@@ -9,6 +9,7 @@ import threading
 import time
 from typing import Any
 
+from controller.kube.fencing import Leadership
 from controller.kube.leadership import LeaderElector
 
 
@@ -87,3 +88,17 @@ def test_a_holder_whose_renewals_hang_stops_leading_within_its_renew_deadline() 
     # Stopped after its renew deadline (2/3 of 5 s) and a retry, long before the lease (5 s)
     # could be taken by another: never two leaders, however slow the API server.
     assert took < elector.duration, took
+
+
+def test_each_renewal_grants_the_token_until_the_renew_deadline_and_losing_revokes_it() -> None:
+    leases, clock, token = Leases(), Clock(100.0), Leadership(clock=lambda: 0.0)
+    a = LeaderElector(leases, "ns", "lease", "a", duration=15, clock=clock,  # type: ignore[arg-type]
+                      leadership=token)
+    assert token.holder is None
+    assert a.try_hold()
+    assert token.until == 100.0 + a.renew_deadline
+    clock.now = 105.0
+    assert a.try_hold()
+    assert token.until == 105.0 + a.renew_deadline and token.holder == "a"
+    a.release()
+    assert token.holder is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from kubernetes.client.exceptions import ApiException
 
 from controller.core import gate
@@ -86,11 +87,12 @@ def test_a_released_or_deleted_pod_is_forgotten() -> None:
     assert [uid for _, _, uid in kube.released] == ["uid-compile"]
 
 
-def test_a_failed_release_is_tried_again_by_the_resync() -> None:
+def test_a_failed_release_is_raised_for_the_queue_to_try_again_and_the_resync_tries_too() -> None:
     gates, index, kube = make()
     gates.on_task_pod(gated("compile"))
     kube.failing = True
-    bind(gates, index)
+    with pytest.raises(ApiException):  # the balloon pod's event, tried again after a backoff
+        bind(gates, index)
     assert kube.released == []
     kube.failing = False
     gates.tend()

@@ -8,6 +8,8 @@ from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from controller.core import balloon, names, policy, reconcile, tekton
 from controller.faces.streams import Streams
 from controller.kube.client import ApiError
@@ -105,12 +107,13 @@ def test_a_run_whose_balloon_could_not_be_made_is_tried_again_every_round() -> N
         raise ApiError(status=403, reason="exceeded quota: count/statefulsets.apps")
 
     kube.create_statefulset = refused  # type: ignore[method-assign]
-    operator.reconcile_run(event_of(kube, "refused", "team-a"))
+    with pytest.raises(ApiError):  # said on the run, and dropped by the queue (permanent)
+        operator.reconcile_run(event_of(kube, "refused", "team-a"))
     reconciled = counting(operator)
-    resync()  # an event reconciled it since the round before
+    resync()  # not reconciled to its end since: every round tries it
     resync()
     resync()
-    assert reconciled == ["refused", "refused"]
+    assert reconciled == ["refused", "refused", "refused"]
     kube.create_statefulset = create  # type: ignore[method-assign]
     resync()
     assert balloon.balloon_name("refused-uid") in kube.statefulsets
@@ -301,8 +304,9 @@ def test_a_run_whose_mark_could_not_be_made_is_not_settled_its_next_event_tries_
         raise ApiError(status=500, reason="etcd leader changed")
 
     kube.patch_tekton = refused  # type: ignore[method-assign]
-    operator.reconcile_run(body)  # made
-    operator.reconcile_run(body)  # kept, but not marked
+    for _ in range(2):  # made, then kept, but not marked: raised for the queue to try again
+        with pytest.raises(ApiError):
+            operator.reconcile_run(body)
     reads = reconcile.reads(tekton.PipelineRun.from_body(body))
     assert not operator.settled.quiet("run-0-uid", reads)
     kube.patch_tekton = patch  # type: ignore[method-assign]
