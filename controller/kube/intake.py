@@ -6,10 +6,15 @@ runs its per-object machinery before any filter of ours (about 35 of the 48 ms a
 not ours cost, py-spy in bench-scale); here an event nobody wants costs a few searches of its
 bytes.
 
-No store is kept: each wanted event is decoded and handed on. The watch starts without a
+No store is kept: each wanted event is decoded and handed on, and of what was handed on only
+what a deletion needs is remembered (`known`: names, labels, node). The watch starts without a
 resourceVersion, so the API server first sends every object as ADDED (as a list would, but a
-line at a time, each glanced at), then the changes; it resumes from the last version seen, and
-starts over after 410 Gone. Replayed events are harmless: every handler may be run again.
+line at a time, each glanced at), then the changes; it resumes from the last version seen.
+After 410 Gone or an ERROR event it lists again (a page at a time), hands on what the list
+shows as ADDED, and what it no longer shows of what was handed on as DELETED, then watches from
+the list's version: a pod deleted in the gap never stays in the pod index (a ghost would hold an
+anchor in place, or give the next run on its claim a term towards a balloon that is gone).
+Replayed events are harmless: every handler may be run again.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import structlog
 from kubernetes.client.exceptions import ApiException
 
 from controller.core.glance import Glance, glance
-from controller.kube.reflector import lines, open_watch, run_forever
+from controller.kube.reflector import lines, list_all, open_watch, run_forever
 from controller.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -59,6 +64,8 @@ class Intake:
         self._watch_seconds = watch_seconds
         self._stopped = threading.Event()
         self.version = ""  # where the next watch resumes; "" to be sent everything again
+        self._relist = False  # the version is too old: list before watching again
+        self.known: dict[str, Obj] = {}  # uid -> what a deletion of it needs, of those handed on
         counter = (metrics or Metrics()).watch_events
         self._counted = {True: counter.labels(watch=name, decoded="true"),
                          False: counter.labels(watch=name, decoded="false")}
@@ -70,12 +77,14 @@ class Intake:
         run_forever(self.name, self.watch_once, self._stopped, self._failed)
 
     def _failed(self, exc: ApiException) -> None:
-        if exc.status == 410:  # the version is too old: from the start
-            self.version = ""
+        if exc.status == 410:  # the version is too old: list again
+            self._relist = True
 
     def watch_once(self) -> bool:
         """One watch request, to its end: the server's timeout or stop (True), or an ERROR
-        event (False)."""
+        event (False); after a list if the last ended on 410 Gone or an ERROR."""
+        if self._relist:
+            self.relist()
         resp = open_watch(self._list_fn, self._args, self.version, self._watch_seconds,
                           self._timeout, **self._kwargs)
         try:
@@ -98,12 +107,45 @@ class Intake:
             return True
         event = orjson.loads(line)
         kind, obj = event.get("type"), event.get("object") or {}
-        if kind == "ERROR":  # 410 Gone (the version is too old) and friends: from the start
+        if kind == "ERROR":  # 410 Gone (the version is too old) and friends: list again
             log.info("watch restarts", watch=self.name, status=obj.get("code"),
                      reason=obj.get("reason"))
-            self.version = ""
+            self._relist = True
             return False
         self.version = (obj.get("metadata") or {}).get("resourceVersion") or self.version
         if kind != "BOOKMARK":
-            self._deliver(str(kind), obj)
+            self._hand_on(str(kind), obj)
         return True
+
+    def relist(self) -> None:
+        """Lists what the watch covers, hands it on as ADDED (glanced at first, as events
+        are), and hands on as DELETED what was handed on before and the list no longer shows."""
+        items, version = list_all(self._list_fn, self._args, self._timeout, **self._kwargs)
+        listed = set()
+        for item in items:
+            uid = str((item.get("metadata") or {}).get("uid") or "")
+            listed.add(uid)
+            self._take(orjson.dumps({"type": "ADDED", "object": item}))
+        gone = [obj for uid, obj in list(self.known.items()) if uid not in listed]
+        for obj in gone:
+            self._hand_on("DELETED", obj)
+        log.info("watch listed again", watch=self.name, objects=len(items), gone=len(gone))
+        self.version, self._relist = version, False
+
+    def _hand_on(self, kind: str, obj: Obj) -> None:
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        if kind == "DELETED":
+            self.known.pop(uid, None)
+        elif uid:
+            self.known[uid] = remembered(obj)
+        self._deliver(kind, obj)
+
+
+def remembered(obj: Obj) -> Obj:
+    """What the handlers read of a deleted object (its names, labels, owners and node), kept
+    for each object handed on: a tenth of a pod, or less."""
+    meta = obj.get("metadata") or {}
+    kept = {k: meta[k] for k in ("name", "namespace", "uid", "labels", "annotations",
+                                 "ownerReferences") if k in meta}
+    node = (obj.get("spec") or {}).get("nodeName")
+    return {"metadata": kept, **({"spec": {"nodeName": node}} if node else {})}

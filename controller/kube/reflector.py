@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -10,11 +11,13 @@ import orjson
 import structlog
 from kubernetes.client.exceptions import ApiException
 
-from controller.kube.store import Indexed, Indexer, Obj
+from controller.kube.store import Indexed, Indexer, Obj, key_of
 
 log = structlog.get_logger(__name__)
 
 PAGE = 500
+# A watch that ran this long before it broke was healthy: the next one waits the shortest pause.
+HEALTHY = 10.0
 
 
 class Reflector:
@@ -69,37 +72,16 @@ class Reflector:
         if self._on_change is not None:
             self._on_change(self.store)
 
-    def _list(self) -> tuple[list[Obj], str]:
-        """The whole list, a page of PAGE at a time (one consistent snapshot: the continue
-        token keeps the first page's resourceVersion)."""
-        items: list[Obj] = []
-        version, token = "", None
-        while True:
-            paging: dict[str, Any] = {"limit": PAGE}
-            if token:
-                paging["_continue"] = token
-            resp = self._list_fn(
-                *self._args,
-                _preload_content=False,
-                _request_timeout=self._timeout,
-                **self._kwargs,
-                **paging,
-            )
-            listing = orjson.loads(resp.data)
-            items.extend(listing.get("items") or [])
-            meta = listing.get("metadata") or {}
-            version = version or meta.get("resourceVersion", "")
-            token = meta.get("continue")
-            if not token:
-                return items, version
-
     def _list_and_watch(self) -> bool:
         """List, then watch from there until stopped (True) or an ERROR event (False: 410 Gone
         and friends, list again)."""
-        items, version = self._list()
+        items, version = list_all(self._list_fn, self._args, self._timeout, **self._kwargs)
+        before = {key_of(o): o for o in self.store.values()} if self.synced.is_set() else {}
         self.store.replace(items)
         self._changed()
         self.synced.set()
+        if before and self._on_object is not None:
+            self._tell_relist(before, items)
         while not self._stopped.is_set():
             for event in self._watch(version):
                 kind, obj = event.get("type"), event.get("object") or {}
@@ -117,6 +99,20 @@ class Reflector:
                     return True
         return True
 
+    def _tell_relist(self, before: Mapping[str, Obj], items: list[Obj]) -> None:
+        """A list again (after 410 Gone, an ERROR, a broken watch): what changed in the gap told
+        object by object, as events would have; what it no longer shows, as deleted (a
+        deletion in the gap would otherwise stay in every listener's view for good)."""
+        assert self._on_object is not None
+        now = {key_of(o): o for o in items}
+        for key, gone in before.items():
+            if key not in now:
+                self._on_object(gone, gone, True)
+        for key, obj in now.items():
+            old = before.get(key)
+            if old is None or _version(old) != _version(obj):
+                self._on_object(obj, old, False)
+
     def _watch(self, version: str) -> Iterator[Obj]:
         resp = open_watch(self._list_fn, self._args, version, self._watch_seconds, self._timeout,
                           **self._kwargs)
@@ -125,6 +121,31 @@ class Reflector:
                 yield orjson.loads(line)
         finally:
             resp.release_conn()
+
+
+def _version(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def list_all(list_fn: Callable[..., Any], args: tuple[Any, ...], timeout: float,
+             **kwargs: Any) -> tuple[list[Obj], str]:
+    """The whole list, a page of PAGE at a time (one consistent snapshot: the continue token
+    keeps the first page's resourceVersion), and that resourceVersion."""
+    items: list[Obj] = []
+    version, token = "", None
+    while True:
+        paging: dict[str, Any] = {"limit": PAGE}
+        if token:
+            paging["_continue"] = token
+        resp = list_fn(*args, _preload_content=False, _request_timeout=timeout, **kwargs,
+                       **paging)
+        listing = orjson.loads(resp.data)
+        items.extend(listing.get("items") or [])
+        meta = listing.get("metadata") or {}
+        version = version or meta.get("resourceVersion", "")
+        token = meta.get("continue")
+        if not token:
+            return items, version
 
 
 def lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
@@ -157,11 +178,15 @@ def open_watch(list_fn: Callable[..., Any], args: tuple[Any, ...], version: str,
 
 
 def run_forever(name: str, once: Callable[[], bool], stopped: threading.Event,
-                failed: Callable[[ApiException], None] = lambda _: None) -> None:
+                failed: Callable[[ApiException], None] = lambda _: None,
+                clock: Callable[[], float] = time.monotonic) -> None:
     """`once()` again and again until stopped: at once after it returns True, after a pause
-    (1 s, doubling to 30 s while it keeps failing) after it returns False or raises."""
+    (1 s, doubling to 30 s while it keeps failing) after it returns False or raises. A watch
+    that ran HEALTHY seconds before it ended starts over from the shortest pause: the pause
+    grows only while the watch keeps failing, not with every break in a process's life."""
     backoff = 1.0
     while not stopped.is_set():
+        began = clock()
         try:
             if once():
                 backoff = 1.0
@@ -171,6 +196,8 @@ def run_forever(name: str, once: Callable[[], bool], stopped: threading.Event,
             log.warning("watch failed", watch=name, status=exc.status, reason=exc.reason)
         except Exception as exc:
             log.warning("watch failed", watch=name, error=repr(exc))
+        if clock() - began >= HEALTHY:
+            backoff = 1.0
         stopped.wait(backoff)
         backoff = min(backoff * 2, 30.0)
 

@@ -78,16 +78,45 @@ def test_events_of_namespaces_that_did_not_opt_in_are_never_decoded() -> None:
     assert taken.version == "1009"  # the last event's, though it was not decoded
 
 
-def test_the_watch_resumes_from_the_last_version_and_starts_over_after_an_error() -> None:
+class Listing:
+    def __init__(self, items: list[dict[str, Any]], version: str) -> None:
+        self.data = json.dumps({"items": items, "metadata": {"resourceVersion": version}}
+                               ).encode()
+
+
+class Server(Watch):
+    """Watches as Watch serves them; a list (no `watch`) answers what `listing` holds."""
+
+    def __init__(self, *batches: list[bytes]) -> None:
+        super().__init__(*batches)
+        self.listing: Listing = Listing([], "0")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs.get("watch"):
+            self.asked.append({"list": True, **kwargs})
+            return self.listing
+        return super().__call__(*args, **kwargs)
+
+
+def test_the_watch_resumes_from_the_last_version_and_lists_again_after_an_error() -> None:
+    """After 410 Gone the intake lists: what the list shows is handed on as ADDED, what it no
+    longer shows of what was handed on as DELETED (a deletion in the gap is never lost), and
+    the watch goes on from the list's version."""
     gone = b'{"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired"}}\n'
-    watch = Watch([event("ADDED", run("team-a", "a", "7"))], [gone],
-                  [event("MODIFIED", run("team-a", "a", "9"))])
-    taken, got = intake(watch, {"team-a"})
-    for _ in range(3):
-        taken.watch_once()
-    # first from the start (every object sent as ADDED), then from 7, then again from the start
-    assert [asked.get("resource_version") for asked in watch.asked] == [None, "7", None]
-    assert got == [("ADDED", "a"), ("MODIFIED", "a")]
+    server = Server([event("ADDED", run("team-a", "a", "7")), event("ADDED", run("team-a", "b",
+                                                                                 "8"))],
+                    [gone], [event("MODIFIED", run("team-a", "a", "12"))])
+    taken, got = intake(server, {"team-a"})  # type: ignore[arg-type]
+    assert taken.watch_once()
+    assert not taken.watch_once()  # the ERROR
+    server.listing = Listing([run("team-a", "a", "9"), run("other", "c", "10")], "11")
+    assert taken.watch_once()
+    # from the start (every object sent as ADDED), from 8, a list, then from the list's 11
+    assert [a.get("list") or a.get("resource_version") for a in server.asked] == [
+        None, "8", True, "11"]
+    assert got == [("ADDED", "a"), ("ADDED", "b"), ("ADDED", "a"), ("DELETED", "b"),
+                   ("MODIFIED", "a")]
+    assert set(taken.known) == {"a"}
 
 
 def test_a_bookmark_moves_the_version_and_tells_no_one() -> None:
@@ -97,7 +126,7 @@ def test_a_bookmark_moves_the_version_and_tells_no_one() -> None:
     assert (got, taken.version) == ([], "77")
 
 
-def test_a_version_too_old_is_forgotten_and_the_watch_tried_again() -> None:
+def test_a_version_too_old_is_followed_by_a_list_and_the_watch_from_there() -> None:
     calls: list[dict[str, Any]] = []
     taken: Intake
 
@@ -105,6 +134,8 @@ def test_a_version_too_old_is_forgotten_and_the_watch_tried_again() -> None:
         calls.append(kwargs)
         if len(calls) == 1:
             raise ApiException(status=410, reason="Gone")
+        if not kwargs.get("watch"):
+            return Listing([], "20")
         taken.stop()
         return Watch([])()
 
@@ -113,4 +144,5 @@ def test_a_version_too_old_is_forgotten_and_the_watch_tried_again() -> None:
     taken.version = "3"
     taken._stopped.wait = lambda _: False  # type: ignore[method-assign]
     taken.run()
-    assert [c.get("resource_version") for c in calls] == ["3", None]
+    assert [c.get("resource_version") for c in calls] == ["3", None, "20"]
+    assert calls[1].get("watch") is None  # a list, then the watch from its version

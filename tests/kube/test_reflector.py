@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
-from controller.kube.reflector import Reflector
+from controller.kube.reflector import Reflector, run_forever
 from controller.kube.store import Indexed, key_of
 
 
@@ -62,3 +63,56 @@ def test_each_object_a_watch_event_brings_is_told_after_the_store_holds_it_with_
     # The version replaced: none for an addition, the one the store held for a deletion.
     assert told == [("b", "2", "", False, {"ns/a", "ns/b"}),
                     ("a", "4", "1", False, {"ns/a", "ns/b"}), ("b", "5", "2", True, {"ns/a"})]
+
+
+def test_a_list_after_a_broken_watch_tells_what_changed_and_what_vanished_in_the_gap() -> None:
+    """410 Gone: the store lists again, and its listeners hear of the object deleted while no
+    watch ran (as deleted), the one changed (with the version it replaced) and the one new."""
+    told: list[tuple[str, str, bool]] = []
+    lists = [[obj("a", "1"), obj("b", "1")], [obj("a", "5"), obj("c", "6")]]
+    watches = [[{"type": "ERROR", "object": {"code": 410}}], []]
+    reflector: Reflector
+
+    def list_fn(*args: Any, watch: bool = False, **kwargs: Any) -> Response:
+        if not watch:
+            return Response({"items": lists.pop(0), "metadata": {"resourceVersion": "9"}})
+        if not watches:
+            reflector.stop()
+        return Response(lines=watches.pop(0) if watches else [])
+
+    def on_object(o: dict[str, Any], old: dict[str, Any] | None, deleted: bool) -> None:
+        told.append((o["metadata"]["name"], old["metadata"]["resourceVersion"] if old else "",
+                     deleted))
+
+    reflector = Reflector("test", list_fn, (), on_object=on_object)
+    reflector._stopped.wait = lambda _: False  # type: ignore[method-assign]
+    reflector.run()
+    assert sorted(told) == [("a", "1", False), ("b", "1", True), ("c", "", False)]
+    assert {key_of(o) for o in reflector.store.values()} == {"ns/a", "ns/c"}
+
+
+def test_the_pause_between_watches_grows_while_they_fail_and_resets_after_a_healthy_one(
+) -> None:
+    """Five failures in a row wait 1, 2, 4, 8, 16 s; a watch that then ran 60 s before it
+    broke is followed by the shortest pause again (not 30 s for the process's whole life)."""
+    clock, pauses = [0.0], []
+    outcomes = ["fail"] * 5 + ["long", "fail"]
+    stopped = threading.Event()
+
+    def once() -> bool:
+        kind = outcomes.pop(0)
+        if not outcomes:
+            stopped.set()
+        if kind == "long":
+            clock[0] += 60
+        raise OSError("connection reset")
+
+    def wait(seconds: float | None) -> bool:
+        pauses.append(seconds)
+        clock[0] += seconds or 0
+        return stopped.is_set()
+
+    stopped.wait = wait  # type: ignore[method-assign]
+    run_forever("test", once, stopped, clock=lambda: clock[0])
+    assert pauses[:5] == [1.0, 2.0, 4.0, 8.0, 16.0]
+    assert pauses[5] == 1.0
