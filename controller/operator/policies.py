@@ -27,7 +27,13 @@ class Policies:
         view.subscribe(self.on_facts)
 
     def report(self, obj: Mapping[str, Any], cached: bool = False) -> None:
-        """cached: from the resync, which writes only what the watch's copy says is not so."""
+        """cached: from the resync, which writes only what the watch's copy says is not so.
+        Nothing is written before the operator's own view holds this generation of the policy:
+        Ready says the policy is in effect for the runs decided next, not only that it parses
+        (kopf's event of it may come before the view's; the resync reports it once the view
+        has it)."""
+        if not self._in_effect(obj):
+            return
         neighbours = None
         if cached:
             ns = (obj.get("metadata") or {}).get("namespace")
@@ -36,6 +42,14 @@ class Policies:
                 if (o.get("metadata") or {}).get("namespace") == ns
             ]
         report(self.settings, self.kube, self.notifier, obj, neighbours)
+
+    def _in_effect(self, obj: Mapping[str, Any]) -> bool:
+        meta = obj.get("metadata") or {}
+        for seen in self.view.facts.policy_objects:
+            held = seen.get("metadata") or {}
+            if held.get("uid") == meta.get("uid"):
+                return int(held.get("generation") or 0) >= int(meta.get("generation") or 0)
+        return False
 
     def on_facts(self, old: Facts, new: Facts) -> None:
         invalid = sum(1 for r in new.policies.values() for p in r.problems if p.reason == "Invalid")

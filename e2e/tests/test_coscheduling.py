@@ -7,7 +7,6 @@ objects without the Tekton controller: see test_tekton_runs.py for real Tekton.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -145,8 +144,10 @@ def test_killing_the_operator_mid_run_makes_no_second_balloon(
     coscheduler.start()
     late = s.task_pod(run, "after-restart")
     assert s.pod_node(late) == anchor
-    # Two resync periods (5 s in the e2e settings) later, still the very same balloon.
-    time.sleep(12)
+    # Two resync rounds of the new process later (counted, not timed), still the same balloon.
+    rounds = "tekton_coscheduler_resync_rounds_total"
+    s.cluster.wait_for(lambda: coscheduler.metric(rounds) >= 2, timeout=60,
+                       what="two resync rounds")
     balloons = s.balloons(run)
     assert [b.metadata.uid for b in balloons] == [first]
 

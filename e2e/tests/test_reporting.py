@@ -96,11 +96,25 @@ def test_a_budget_of_another_s_holding_our_name_is_said_on_the_run(enabled: Scen
     s.finish(run)
 
 
+def refused_statefulset(s: Scenario) -> bool:
+    sts = {"metadata": {"name": "probe"}, "spec": {
+        "selector": {"matchLabels": {"app": "probe"}},
+        "template": {"metadata": {"labels": {"app": "probe"}},
+                     "spec": {"containers": [{"name": "c", "image": "pause"}]}}}}
+    try:
+        s.apps.create_namespaced_stateful_set(s.ns, sts, dry_run="All")
+    except client.ApiException as exc:
+        return exc.status == 403
+    return False
+
+
 def test_balloon_refused_by_quota_is_said(enabled: Scenario, coscheduler: Coscheduler) -> None:
     s = enabled
     s.core.create_namespaced_resource_quota(s.ns, {"metadata": {"name": "no-statefulsets"},
                                                    "spec": {"hard": {"count/statefulsets.apps": "0"}}})
-    time.sleep(1)  # quota admission needs the quota in its cache
+    # Quota admission reads quotas from its own cache: until it has this one, a StatefulSet
+    # would still be made. A dry run tells when it has it.
+    s.cluster.wait_for(lambda: refused_statefulset(s), timeout=30, what="the quota enforced")
     run = s.run(workspaces=[{"name": "w", "emptyDir": {}}])
     event = wait_event(s, "BalloonCreateFailed")
     assert "403" in event.message and "quota" in event.message.lower()
@@ -134,9 +148,9 @@ def test_policy_topology_key_reaches_the_pods_and_status_is_reported(enabled: Sc
 def test_isolation_required_keeps_two_runs_apart(enabled: Scenario, nodes: list[str]) -> None:
     s = enabled
     s.policy("apart", {"isolation": "required"})
+    # Ready once the operator's own view holds it (operator/policies.py): in effect for the next.
     s.cluster.wait_for(lambda: (ready_condition(s, "apart") or {}).get("status") == "True",
                        timeout=20, what="policy Ready=True")
-    time.sleep(1)  # the operator's view of policies is fed by its own watch
     runs = [s.run(name=f"r{i}", workspaces=[{"name": "w", "emptyDir": {}}]) for i in range(2)]
     anchors = [s.balloon_node(r) for r in runs]
     assert anchors[0] != anchors[1]
