@@ -83,6 +83,12 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.oldest_unanchored = Gauge(
+            f"{PREFIX}_oldest_unanchored_run_seconds",
+            "Seconds the oldest started PipelineRun of ours has gone without a bound anchor (its "
+            "balloon pod), at the last resync round: 0 when every run has one",
+            registry=r,
+        )
         self.events_superseded = Counter(
             f"{PREFIX}_events_superseded",
             "Events skipped because a newer one of the same object came before their turn",

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import structlog
 
 from controller.core import names, tekton
+from controller.core.times import parse_time
 from controller.kube import errors
 from controller.operator.runs import Operator
 
@@ -93,6 +95,7 @@ class Resync:
             op.marks.seeded = True
         with op._live_lock:
             live = {uid: tekton.PipelineRun.from_body(b) for uid, b in op.live.items()}
+        op.metrics.oldest_unanchored.set(self._oldest_unanchored(live))
         waiting = [placed for sts in balloons
                    if (placed := self._step("balloon", self._balloon, sts, live))]
         self._step("unplaced", op.unplaced.check, waiting)
@@ -108,6 +111,16 @@ class Resync:
         op.settled.next_round()
         op.metrics.resync_rounds.inc()
         self.last_round = time.monotonic()
+
+    def _oldest_unanchored(self, live: Mapping[str, tekton.PipelineRun]) -> float:
+        """Seconds the oldest started run of ours has gone without a bound anchor (the chart's
+        alert: a run that waits for its balloon, whatever the reason)."""
+        now, oldest = datetime.now(UTC), 0.0
+        for uid, run in live.items():
+            made = parse_time(run.created)
+            if made is not None and not run.pending and not self.operator.index.anchor(uid):
+                oldest = max(oldest, (now - made).total_seconds())
+        return oldest
 
     def _step(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
         """A step of the round's tail: a failure is said and counted, and the round goes on

@@ -18,6 +18,7 @@ from controller.operator.resync import Resync
 from controller.operator.runs import Operator
 from controller.settings import Settings
 from tests import factories
+from tests.operator.test_placement import balloon_pod
 
 
 class MemoryKube:
@@ -486,3 +487,19 @@ def test_a_watch_event_s_body_is_decided_on_as_it_is_a_snapshot_s_is_asked_for_a
     operator.reconcile_run(body)  # as a resync round does, from its snapshot
     assert counted.calls.count("get_pipelinerun") == 1
     assert balloon.balloon_name("new-uid") in kube.statefulsets
+
+
+def test_the_oldest_run_without_a_bound_anchor_is_measured_each_round() -> None:
+    """What the chart's TektonCoschedulerRunWithoutAnchor alert reads: a started run whose
+    balloon pod is not bound counts from the run's creation; a bound one does not."""
+    operator, kube = make()
+    kube.runs["build-42"] = factories.pipelinerun()
+    resync = Resync(operator)
+    resync()
+    waited = operator.metrics.registry.get_sample_value(
+        "tekton_coscheduler_oldest_unanchored_run_seconds")
+    assert waited is not None and waited > 3600  # made 2026-11-22: days ago
+    operator.placement.on_balloon_pod(balloon_pod("pod-uid", "n1"))
+    resync()
+    assert operator.metrics.registry.get_sample_value(
+        "tekton_coscheduler_oldest_unanchored_run_seconds") == 0
