@@ -110,6 +110,12 @@ class Metrics:
             ["on_anchor"],
             registry=r,
         )
+        self.warm_node_images = Gauge(
+            f"{PREFIX}_warm_node_images",
+            "Images the nodes report holding (node.status.images, a node and an image a "
+            "sample), as the leader's node watch last saw them: what warm anchors weigh",
+            registry=r,
+        )
         self.warm_cache_runs = Counter(
             f"{PREFIX}_warm_cache_runs",
             "Anchored runs whose policy asks for warm pipeline caches: anchored where their "

@@ -56,6 +56,7 @@ class Warming:
                 self._reported[name] = reported
             else:
                 self._reported.pop(name, None)
+            self.metrics.warm_node_images.set(sum(len(r) for r in self._reported.values()))
 
     def warmth(self, run: PipelineRun, facts: Facts, src: Sources) -> warm.Warmth | None:
         """Where the run starts fastest, as far as its namespace's policy asks (None: it asks

@@ -19,6 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import ClusterHandle
 from e2e.harness.cluster.api import ClusterApi
+from e2e.harness.coscheduler import Coscheduler
 from e2e.harness.faults import POOL, POOL_ZONE
 
 MB = 10**6
@@ -49,12 +50,21 @@ def remove_pool(cluster: ClusterApi, pool: WarmPool) -> None:
                     raise
 
 
-def hold(cluster: ClusterApi, node: str, images: Mapping[str, int]) -> None:
-    """The node reports these images (reference -> bytes), each by its tag and a digest."""
+KNOWN = "tekton_coscheduler_warm_node_images"
+
+
+def hold(cluster: ClusterApi, node: str, images: Mapping[str, int],
+         operator: Coscheduler | None = None) -> None:
+    """The node reports these images (reference -> bytes), each by its tag and a digest; with
+    `operator`, returns once its node watch has seen them (its count of node images grew)."""
     listed = [{"names": [f"{ref.split(':')[0]}@sha256:{uuid.uuid4().hex * 2}", ref],
                "sizeBytes": size} for ref, size in images.items()]
+    known = operator.metric(KNOWN) if operator else 0.0
     with cluster.api_client() as api:
         client.CoreV1Api(api).patch_node_status(node, {"status": {"images": listed}})
+    if operator is not None:
+        cluster.wait_for(lambda: operator.metric(KNOWN) >= known + len(images), timeout=30,
+                         what=f"the operator sees {node}'s images")
 
 
 def image(name: str = "builder") -> str:

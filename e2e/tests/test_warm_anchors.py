@@ -30,11 +30,13 @@ def pool(cluster: ClusterHandle, tekton: ClusterHandle) -> Iterator[WarmPool]:
     warm.remove_pool(cluster, made)
 
 
-def test_runs_are_anchored_where_their_images_already_are(runs: Runs, pool: WarmPool) -> None:
+def test_runs_are_anchored_where_their_images_already_are(
+    runs: Runs, pool: WarmPool, coscheduler: Coscheduler
+) -> None:
     s = runs
     builder = warm.image("maven")
     held_by = pool.nodes[1]
-    warm.hold(s.cluster, held_by, {builder: 900 * MB})
+    warm.hold(s.cluster, held_by, {builder: 900 * MB}, coscheduler)
     made = [s.start(warm.run(tr.unique("img"), builder, pool)) for _ in range(RUNS)]
     anchors = [s.anchor(run) for run in made]
     print(f"anchors: {anchors}, the image on {held_by}")
@@ -48,7 +50,7 @@ def test_runs_are_anchored_where_their_images_already_are(runs: Runs, pool: Warm
 
 
 def test_capacity_wins_over_images_and_a_policy_turns_the_preference_off(
-    runs: Runs, pool: WarmPool
+    runs: Runs, pool: WarmPool, coscheduler: Coscheduler
 ) -> None:
     """The node with the image has no room for the run's peak: the run goes where it fits,
     and the Event says where its images were. Then the namespace's policy turns images off:
@@ -56,7 +58,7 @@ def test_capacity_wins_over_images_and_a_policy_turns_the_preference_off(
     s = runs
     builder = warm.image("golang")
     full, free = pool.nodes[0], pool.nodes[2]
-    warm.hold(s.cluster, full, {builder: 700 * MB})
+    warm.hold(s.cluster, full, {builder: 700 * MB}, coscheduler)
     capacity.filler(s.cluster, s.ns, full, "3500m")
     capacity.filler(s.cluster, s.ns, pool.nodes[1], "3500m")
     body = warm.run(tr.unique("full"), builder, pool)
