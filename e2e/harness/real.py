@@ -9,11 +9,16 @@ images built here. On the way out it puts everything back, whatever failed.
 
 from __future__ import annotations
 
+import os
+import signal
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from kubernetes import client
 
 from . import chart
 from . import tekton_runs as tr
@@ -86,6 +91,45 @@ def install(real: Real, mode: str) -> None:
         "image.pullPolicy": "IfNotPresent"}, keep_deployment=True)
     real.mode = mode
     realnode.wait_pods_ready(real.cluster, NAMESPACE, SELECTOR, 2, timeout=180)
+
+
+def rollout_restart(real: Real) -> int:
+    """`kubectl rollout restart` of the chart's Deployment: its generation to wait for."""
+    with real.cluster.api_client() as api:
+        apps = client.AppsV1Api(api)
+        restarted = {"kubectl.kubernetes.io/restartedAt": str(uuid.uuid4())}
+        apps.patch_namespaced_deployment(FULLNAME, NAMESPACE, {"spec": {"template": {
+            "metadata": {"annotations": restarted}}}})
+        return int(apps.read_namespaced_deployment(FULLNAME, NAMESPACE).metadata.generation)
+
+
+def rolled(real: Real, generation: int) -> bool:
+    """Every replica of that generation Ready, none of an older one left."""
+    with real.cluster.api_client() as api:
+        status = client.AppsV1Api(api).read_namespaced_deployment(FULLNAME, NAMESPACE).status
+    return bool(status.observed_generation >= generation and status.updated_replicas == 2
+                and status.ready_replicas == 2 and status.replicas == 2)
+
+
+def leader(real: Real) -> str:
+    """The pod whose reconciler holds the chart's Lease ("" while none does)."""
+    with real.cluster.api_client() as api:
+        lease = client.CoordinationV1Api(api).read_namespaced_lease(FULLNAME, NAMESPACE)
+    return str(lease.spec.holder_identity or "").split("_")[0]
+
+
+def kill_reconciler(real: Real, pod_name: str) -> int:
+    """SIGKILL to the reconciler child of that replica's server process (its container's
+    first process), as a crash would: the server keeps answering and starts a new one."""
+    with real.cluster.api_client() as api:
+        pod = client.CoreV1Api(api).read_namespaced_pod(pod_name, NAMESPACE)
+    node = next(n for n in real.nodes.nodes if n.name == pod.spec.node_name)
+    server = node.process(pod.status.container_statuses[0].container_id)
+    for child in Path(f"/proc/{server}/task/{server}/children").read_text().split():
+        if b"reconcile" in Path(f"/proc/{child}/cmdline").read_bytes():
+            os.kill(int(child), signal.SIGKILL)
+            return int(child)
+    raise LookupError(f"no reconciler under {pod_name}'s server (pid {server})")
 
 
 READERS = ["read-a", "read-b", "read-c"]

@@ -9,7 +9,6 @@ that steps really run and really share a volume; the balloon a real pause contai
 from __future__ import annotations
 
 import contextlib
-import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -24,15 +23,16 @@ from e2e.harness import real as real_
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import BinaryNotFound, realhost, realnode
 from e2e.harness.coscheduler import REPO
+from e2e.harness.load import PodLoad
 from e2e.harness.real import Real
 from e2e.harness.runs import Runs, assert_co_located
 from e2e.harness.tekton_runs import PodRecorder
-from tests import factories
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode]
 
 FULLNAME, NAMESPACE, SELECTOR = real_.FULLNAME, real_.NAMESPACE, real_.SELECTOR
 install, write_and_read = real_.install, real_.write_and_read
+RATE = 20  # pod creations a second through the webhook, during the rollout
 
 
 @pytest.fixture(scope="module")
@@ -209,42 +209,34 @@ def test_policy_and_webhook_mode_both_pin_real_pods(real: Real) -> None:
             s.close()
 
 
-def test_a_rollout_restart_with_runs_in_flight_fails_no_pod_creation_and_loses_no_run(
+def test_a_rollout_restart_and_a_killed_leader_fail_no_pod_creation_through_the_service(
     real: Real, real_runs: Runs
 ) -> None:
-    """Webhook mode, the webhook reached through our Service: `kubectl rollout restart` of the
-    chart's Deployment while real runs create their pods and pods are created steadily."""
+    """Webhook mode, the webhook reached through the chart's Service (kube-proxy's iptables
+    rules, the endpoints the EndpointSlice controller keeps): pods created at a steady rate
+    while `kubectl rollout restart` replaces both replicas of the chart's Deployment (each
+    drains for the chart's shutdownDrainSeconds) and then the new leader's reconciler is
+    killed; real runs meanwhile."""
     s = real_runs
     install(real, "webhook")
     made = []
     for i in range(3):
         realnode.local_volume(real.cluster, real.nodes.nodes[i % 2], f"pv-{uuid.uuid4().hex[:6]}")
         made.append(s.start(write_and_read(tr.unique("roll"), tr.volume_claim_template())))
-    failed: list[str] = []
-    created = 0
-    with real.cluster.api_client() as api:
-        apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
-        apps.patch_namespaced_deployment(FULLNAME, NAMESPACE, {"spec": {"template": {"metadata": {
-            "annotations": {"kubectl.kubernetes.io/restartedAt": str(uuid.uuid4())}}}}})
-        deployment = apps.read_namespaced_deployment(FULLNAME, NAMESPACE)
-
-        def rolled() -> bool:
-            status = apps.read_namespaced_deployment(FULLNAME, NAMESPACE).status
-            return (status.observed_generation >= deployment.metadata.generation
-                    and status.updated_replicas == 2 and status.ready_replicas == 2
-                    and status.replicas == 2)
-
-        while not rolled():  # a TaskRun-like pod a tick, through admission (dry run)
-            pod = factories.taskrun_pod(namespace=s.ns)
-            pod["metadata"]["name"] = f"probe-{uuid.uuid4().hex[:8]}"
-            try:
-                core.create_namespaced_pod(s.ns, pod, dry_run="All")
-            except client.ApiException as exc:
-                failed.append(f"{exc.status} {exc.reason}")
-            created += 1
-            time.sleep(0.1)
-    print(f"{created} pods created during the rollout, {len(failed)} refused")
-    assert failed == [] and created > 0
+    with PodLoad(real.cluster, s.ns, RATE, dry_run=True) as load:
+        real.cluster.wait_for(lambda: len(load.created) >= RATE, timeout=30,
+                              what="pods admitted before the rollout")
+        generation = real_.rollout_restart(real)
+        real.cluster.wait_for(lambda: real_.rolled(real, generation), timeout=300,
+                              what="both replicas replaced")
+        led = real.cluster.wait_for(lambda: real_.leader(real), timeout=60, what="a leader")
+        killed = real_.kill_reconciler(real, led)
+        before = len(load.created)
+        real.cluster.wait_for(lambda: len(load.created) >= before + 5 * RATE, timeout=60,
+                              what="pods admitted after the reconciler was killed")
+    print(f"{len(load.created)} pods admitted during the rollout, {len(load.failures)} "
+          f"refused; killed reconciler {killed} of {led}")
+    assert load.failures == []
     for run in made:
         assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded")
         assert len({p.node for p in s.recorder.pods(run["metadata"]["uid"])}) == 1

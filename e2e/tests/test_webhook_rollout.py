@@ -1,48 +1,49 @@
 """Webhook mode under a rolling restart: no pod creation fails, no TaskRun fails.
 
-Two replicas sit behind a local Service (e2e/harness/service.py: new connections go to ready
-replicas, as kube-proxy sends them). While pods are created at a steady 50 a second, each
-replica is replaced in turn as a Deployment's rolling update does (the new one ready first,
-then SIGTERM to the old one, which drains), and the leader's reconciler is killed outright.
-Real PipelineRuns run meanwhile. Every pod creation must succeed and carry the term.
+Two replicas sit behind a Service made as kube-proxy makes one (e2e/harness/service.py: kernel
+NAT to the ready replicas, each new connection to one at random, open ones left where they
+are). While pods are created at a steady 50 a second, each replica is replaced in turn as a
+Deployment's rolling update does (the new one ready first, then SIGTERM to the old one, which
+drains), and the leader's reconciler is killed outright. Real PipelineRuns run meanwhile. Every
+pod creation must succeed and carry the term: with the suite's short drain, and with the
+chart's.
 """
 
 from __future__ import annotations
 
-import threading
-import time
+import socket
+import subprocess
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
+import yaml
 
-from controller.core import affinity
+from e2e.harness import service
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import ClusterHandle
-from e2e.harness.coscheduler import Coscheduler
+from e2e.harness.coscheduler import REPO, Coscheduler
+from e2e.harness.load import PodLoad
 from e2e.harness.runs import Runs
 from e2e.harness.service import Backend, LocalService
 from e2e.harness.tekton_runs import PodRecorder
-from tests import factories
 
 pytestmark = pytest.mark.e2e
 
 ROLL_LABEL = "e2e.tekton-coscheduler.dev/rollout"
 RATE = 50  # pods a second
-SECONDS = 30
-DRAIN = 3.0  # longer than the Service's propagation (its readiness period)
+SUITE_DRAIN = 3.0  # longer than the Service takes to drop a replica that stopped being ready
+CHART_DRAIN = float(yaml.safe_load((REPO / "charts/tekton-coscheduler/values.yaml").read_text())
+                    ["config"]["shutdownDrainSeconds"])
 
 
 class Replicas:
     """tekton-coscheduler replicas in webhook mode, for the namespaces carrying ROLL_LABEL, with
     a Lease of their own (the session's operator serves the other namespaces)."""
 
-    def __init__(self, cluster: ClusterHandle, session: Coscheduler) -> None:
-        self.cluster, self.session = cluster, session
-        self.service = LocalService(period=0.5)
+    def __init__(self, cluster: ClusterHandle, session: Coscheduler, drain: float) -> None:
+        self.cluster, self.session, self.drain = cluster, session, drain
+        self.service = LocalService(period=0.5, failures=3)
         self.first: Coscheduler | None = None
         self.count = 0
 
@@ -58,7 +59,7 @@ class Replicas:
                 "COSCHEDULER_ADMISSION_MODE": "webhook",
                 "COSCHEDULER_NAMESPACE_LABEL": ROLL_LABEL,
                 "COSCHEDULER_LEASE_NAME": "tekton-coscheduler-rollout",
-                "COSCHEDULER_SHUTDOWN_DRAIN_SECONDS": str(DRAIN),
+                "COSCHEDULER_SHUTDOWN_DRAIN_SECONDS": str(self.drain),
             },
         )
         replica.start()
@@ -71,7 +72,7 @@ class Replicas:
 
     def retire(self, replica: Coscheduler) -> None:
         """SIGTERM, as the kubelet sends it: the replica drains, then exits."""
-        replica.stop(grace=DRAIN + 15)
+        replica.stop(grace=self.drain + 15)
         self.service.remove(self.backend(replica))
 
     @staticmethod
@@ -79,25 +80,32 @@ class Replicas:
         return Backend(replica.webhook_port, replica.health_port)
 
 
-@pytest.fixture
+@pytest.fixture(params=[SUITE_DRAIN, CHART_DRAIN], ids=["suite-drain", "chart-drain"])
 def replicas(
-    cluster: ClusterHandle, tekton: ClusterHandle, coscheduler: Coscheduler, nodes: list[str]
+    request: pytest.FixtureRequest, cluster: ClusterHandle, tekton: ClusterHandle,
+    coscheduler: Coscheduler, nodes: list[str],
 ) -> Iterator[tuple[Replicas, list[Coscheduler]]]:
-    pool = Replicas(cluster, coscheduler)
+    why = service.unavailable()
+    if why:
+        pytest.skip(why)
+    pool = Replicas(cluster, coscheduler, request.param)
     pool.service.start()
-    live = [pool.start_one(), pool.start_one()]
-    assert pool.first is not None
-    config = pool.first.register_webhook(
-        name="tekton-coscheduler-rollout",
-        label=ROLL_LABEL,
-        url=f"https://127.0.0.1:{pool.service.port}/mutate-pods",
-    )
+    live: list[Coscheduler] = []
+    config = None
     try:
+        live += [pool.start_one(), pool.start_one()]
+        assert pool.first is not None
+        config = pool.first.register_webhook(
+            name="tekton-coscheduler-rollout",
+            label=ROLL_LABEL,
+            url=f"https://127.0.0.1:{pool.service.port}/mutate-pods",
+        )
         yield pool, live
     finally:
-        pool.first.unregister_webhook(config)
+        if config is not None and pool.first is not None:
+            pool.first.unregister_webhook(config)
         for replica in live:
-            replica.stop(grace=DRAIN + 15)
+            replica.stop(grace=pool.drain + 15)
         pool.service.stop()
 
 
@@ -117,41 +125,8 @@ def test_rolling_both_replicas_and_killing_the_leader_fails_no_pod_creation(
 ) -> None:
     pool, live = replicas
     ns = cluster.create_namespace(f"roll-{uuid.uuid4().hex[:6]}", labels={ROLL_LABEL: "true"})
-    created: list[str] = []
-    failures: list[str] = []
-    stop = threading.Event()
-    local = threading.local()
-
-    def create_one(i: int) -> None:
-        if not hasattr(local, "api"):
-            local.api = cluster.api_client()
-        pod = factories.taskrun_pod(run=f"load-{i % 20}", task=f"t{i}", namespace=ns)
-        pod["metadata"]["name"] = f"load-{i}"
-        # Nothing schedules these: they cost the API server, not the scheduler or kwok.
-        pod["spec"]["schedulerName"] = "e2e-nobody"
-        try:
-            made = client.CoreV1Api(local.api).create_namespaced_pod(ns, pod)
-        except ApiException as e:
-            failures.append(f"{e.status} {e.reason}: {(e.body or '')[:300]}")
-            return
-        if affinity.balloon_terms(local.api.sanitize_for_serialization(made)["spec"]):
-            created.append(made.metadata.name)
-        else:
-            failures.append(f"{made.metadata.name} created without the term")
-
-    def load() -> None:
-        with ThreadPoolExecutor(max_workers=12) as workers:
-            started, i = time.monotonic(), 0
-            while not stop.is_set() and time.monotonic() - started < SECONDS:
-                due = started + i / RATE
-                time.sleep(max(0.0, due - time.monotonic()))
-                workers.submit(create_one, i)
-                i += 1
-
-    with PodRecorder(cluster, ns) as recorder:
+    with PodRecorder(cluster, ns) as recorder, PodLoad(cluster, ns, RATE) as load:
         runs = Runs(cluster, ns, recorder)
-        loader = threading.Thread(target=load)
-        loader.start()
         pipeline_runs = [
             runs.start(tr.pipelinerun(tr.unique("roll"), [tr.task("first"),
                                                           tr.task("second", after=["first"])],
@@ -159,21 +134,43 @@ def test_rolling_both_replicas_and_killing_the_leader_fails_no_pod_creation(
                                       annotations={tr.RUN_SECONDS: "4"}))
             for _ in range(3)
         ]
-        try:
-            time.sleep(2)
-            for old in list(live):  # a rolling update: surge one, then retire one
-                live.append(pool.start_one())
-                pool.retire(old)
-                live.remove(old)
-            killed = leader(cluster, live).kill_reconciler()
-            assert killed
-        finally:
-            loader.join(SECONDS + 30)
-            stop.set()
+        cluster.wait_for(lambda: len(load.created) >= RATE, timeout=30,
+                         what="pods admitted before the rollout")
+        for old in list(live):  # a rolling update: surge one, then retire one
+            live.append(pool.start_one())
+            pool.retire(old)
+            live.remove(old)
+        assert leader(cluster, live).kill_reconciler()
+        before = len(load.created)
+        cluster.wait_for(lambda: len(load.created) >= before + 5 * RATE, timeout=60,
+                         what="pods admitted after the reconciler was killed")
         outcomes = [tr.outcome(runs.done(r, timeout=180)) for r in pipeline_runs]
-    print(f"pods created {len(created)}, failed {len(failures)}, service connections "
-          f"{pool.service.connections}, refused {pool.service.refused}")
-    assert failures == []
-    assert len(created) >= 1000
+    print(f"drain {pool.drain} s: pods created {len(load.created)}, failed "
+          f"{len(load.failures)}, service connections {pool.service.connections}, refused "
+          f"{pool.service.refused}")
+    assert load.failures == []
+    assert len(load.created) >= 1000
     assert pool.service.refused == 0
     assert outcomes == [("True", "Succeeded")] * 3
+
+
+def test_the_service_refuses_when_no_replica_is_ready_and_leaves_no_rule_behind(
+    cluster: ClusterHandle,
+) -> None:
+    """The harness itself: with no ready replica a new connection is refused (kube-proxy's
+    REJECT) and counted; once stopped, its chains are gone."""
+    why = service.unavailable()
+    if why:
+        pytest.skip(why)
+    svc = LocalService(period=0.2, failures=1)
+    svc.start()
+    try:
+        svc.add(Backend(1, 1))  # nothing answers its probe: never ready
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", svc.port), timeout=5).close()
+        assert (svc.connections, svc.refused) == (1, 1)
+    finally:
+        svc.stop()
+    listed = subprocess.run(["iptables", "-w", "-t", "nat", "-S"], capture_output=True,
+                            text=True, check=True).stdout
+    assert svc.entry not in listed
