@@ -34,6 +34,7 @@ MAX_NODES = 100  # nodes named in the image terms, those that hold the most firs
 # Below this, pulling the run's images costs a second or two: not worth moving the anchor.
 WORTH_BYTES = 32 * 2**20
 ANNOTATION = "tekton-coscheduler.dev/warm"
+HOSTNAME = "kubernetes.io/hostname"
 
 
 def normalize(ref: str) -> str:
@@ -101,6 +102,8 @@ class Warmth:
     held: Mapping[str, int] = field(default_factory=dict)  # node -> bytes of the run's images
     cache_key: str = ""  # the run's pipeline, when its policy asks for warm caches
     cache_node: str = ""  # where that pipeline's last run was anchored ("" first run)
+    # Each named node's kubernetes.io/hostname label, as it reports it ("": none)
+    hostnames: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -113,11 +116,14 @@ class Warmth:
         return len(self.images) - len(self.sizes)
 
     def terms(self) -> list[dict[str, Any]]:
-        """The anchor's preferred node-affinity terms (by node name: a hostname label may
-        differ from it)."""
+        """The anchor's preferred node-affinity terms. Nodes are named by their
+        `kubernetes.io/hostname` label as each reports it, so that those holding alike share
+        one term; a node without it by its name, in a term of its own (the API server takes
+        one value only for a `metadata.name` field selector)."""
+        labels = self.hostnames
         terms = []
         if self.cache_node:
-            terms.append(_term(CACHE_WEIGHT, [self.cache_node]))
+            terms.extend(_terms(CACHE_WEIGHT, [self.cache_node], labels))
         if self.total >= WORTH_BYTES:
             levels: dict[int, list[str]] = {}
             ranked = sorted(self.held.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_NODES]
@@ -125,7 +131,7 @@ class Warmth:
                 level = -(-held * LEVELS // self.total)  # rounded up: a few bytes still count
                 levels.setdefault(level, []).append(node)
             for level, nodes in sorted(levels.items(), reverse=True):
-                terms.append(_term(max(1, IMAGES_WEIGHT * level // LEVELS), sorted(nodes)))
+                terms.extend(_terms(max(1, IMAGES_WEIGHT * level // LEVELS), nodes, labels))
         return terms
 
     def annotation(self) -> str:
@@ -175,16 +181,21 @@ def noted(annotation: str | None) -> Noted:
                  str(data.get("cacheKey") or ""), str(data.get("cacheNode") or ""))
 
 
-def _term(weight: int, nodes: Sequence[str]) -> dict[str, Any]:
-    return {"weight": weight, "preference": {"matchFields": [
-        {"key": "metadata.name", "operator": "In", "values": list(nodes)}]}}
+def _terms(weight: int, nodes: Sequence[str], hostnames: Mapping[str, str]
+           ) -> list[dict[str, Any]]:
+    labelled = sorted({hostnames[n] for n in nodes if hostnames.get(n)})
+    terms = [{"weight": weight, "preference": {"matchExpressions": [
+        {"key": HOSTNAME, "operator": "In", "values": labelled}]}}] if labelled else []
+    return terms + [{"weight": weight, "preference": {"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": [n]}]}}
+        for n in sorted(n for n in nodes if not hostnames.get(n))]
 
 
 Holders = Mapping[str, Mapping[str, int]]  # image -> node -> bytes, as the nodes report them
 
 
 def warmth(images: frozenset[str], holders: Holders, cache_key: str = "",
-           cache_node: str = "") -> Warmth:
+           cache_node: str = "", hostnames: Mapping[str, str] | None = None) -> Warmth:
     """The run's images against what the nodes report (`holders`: an index of node_images,
     kept as node events come, so that a run's look costs its images, not the cluster's)."""
     sizes: dict[str, int] = {}
@@ -193,7 +204,8 @@ def warmth(images: frozenset[str], holders: Holders, cache_key: str = "",
         for node, size_ in (holders.get(image) or {}).items():
             sizes[image] = size_
             held[node] = held.get(node, 0) + size_
-    return Warmth(images, sizes, held, cache_key, cache_node)
+    named = {n: (hostnames or {}).get(n, "") for n in [*held, cache_node] if n}
+    return Warmth(images, sizes, held, cache_key, cache_node, named)
 
 
 def said(note: Noted, node: str, held: int) -> str:

@@ -34,15 +34,22 @@ class Warming:
         self.view = view
         self.metrics = metrics
         self._reported: dict[str, dict[str, int]] = {}  # node -> its images (node_images)
+        self._hostnames: dict[str, str] = {}  # node -> its kubernetes.io/hostname label
         self._holders: dict[str, dict[str, int]] = {}  # image -> node -> bytes
         self._lock = threading.Lock()
 
     def on_node(self, node: Mapping[str, Any], deleted: bool = False) -> None:
         """The index follows each node's `status.images` (a heartbeat that changes none of
         them changes nothing here)."""
-        name = str((node.get("metadata") or {}).get("name") or "")
+        meta = node.get("metadata") or {}
+        name = str(meta.get("name") or "")
         reported = {} if deleted else warm.node_images(node)
+        hostname = "" if deleted else str((meta.get("labels") or {}).get(warm.HOSTNAME) or "")
         with self._lock:
+            if hostname:
+                self._hostnames[name] = hostname
+            else:
+                self._hostnames.pop(name, None)
             before = self._reported.get(name, {})
             if reported == before:
                 return
@@ -70,7 +77,7 @@ class Warming:
             return None
         last = warmcache.remembered(facts.warm_status.get(run.namespace)).get(key, "")
         with self._lock:
-            return warm.warmth(images, self._holders, key, last)
+            return warm.warmth(images, self._holders, key, last, self._hostnames)
 
     def anchored(self, namespace: str, run: str, annotations: Mapping[str, Any],
                  node: str) -> str:

@@ -70,6 +70,13 @@ def holders(*nodes: dict[str, Any]) -> dict[str, dict[str, int]]:
     return index
 
 
+def named(terms: list[dict[str, Any]]) -> dict[str, int]:
+    """Each node a term names (by hostname label or by name) -> the term's weight."""
+    return {value: t["weight"] for t in terms
+            for sel in [*t["preference"].get("matchExpressions", []),
+                        *t["preference"].get("matchFields", [])] for value in sel["values"]}
+
+
 MAVEN, NODE = "docker.io/library/maven:3", "docker.io/library/node:22"
 
 
@@ -79,15 +86,28 @@ def test_the_nodes_holding_more_of_the_run_s_bytes_are_preferred_more() -> None:
     found = warm.warmth(frozenset({MAVEN, NODE}), index)
     assert found.total == 3 * GB // 2 and found.unsized == 0
     assert found.held == {"all": 3 * GB // 2, "some": GB, "few": GB // 2}
-    weights = {t["preference"]["matchFields"][0]["values"][0]: t["weight"] for t in found.terms()}
+    weights = named(found.terms())
     assert weights == {"all": 50, "some": 35, "few": 20}
     assert weights["all"] > weights["some"] > weights["few"]
 
 
-def test_nodes_holding_alike_share_one_term_and_tiny_images_are_not_worth_a_preference() -> None:
+def test_nodes_holding_alike_share_one_term_by_their_hostname_label_else_one_each_by_name(
+) -> None:
+    """The API server takes one value only in a `metadata.name` field selector (422 "must be
+    only one value when `operator` is 'In'"): nodes are grouped by the hostname label they
+    report, and one without it gets a term of its own."""
     index = holders(*(node(f"n{i}", (MAVEN, GB)) for i in range(30)))
-    terms = warm.warmth(frozenset({MAVEN}), index).terms()
-    assert len(terms) == 1 and len(terms[0]["preference"]["matchFields"][0]["values"]) == 30
+    labels = {f"n{i}": f"host-{i}" for i in range(29)}  # n29 reports no hostname label
+    terms = warm.warmth(frozenset({MAVEN}), index, hostnames=labels).terms()
+    assert [len(t["preference"].get("matchExpressions", [{}])[0].get("values", []))
+            for t in terms] == [29, 0]
+    assert terms[0]["preference"]["matchExpressions"][0]["key"] == "kubernetes.io/hostname"
+    assert terms[1]["preference"]["matchFields"] == [
+        {"key": "metadata.name", "operator": "In", "values": ["n29"]}]
+    assert {t["weight"] for t in terms} == {warm.IMAGES_WEIGHT}
+
+
+def test_tiny_images_are_not_worth_a_preference() -> None:
     small = holders(node("n0", (MAVEN, 5 * 2**20)))
     assert warm.warmth(frozenset({MAVEN}), small).terms() == []
 
@@ -95,8 +115,7 @@ def test_nodes_holding_alike_share_one_term_and_tiny_images_are_not_worth_a_pref
 def test_the_pipeline_s_last_node_weighs_more_than_any_image() -> None:
     found = warm.warmth(frozenset({MAVEN}), holders(node("images", (MAVEN, GB))),
                         cache_key="build", cache_node="cache")
-    weights = {t["preference"]["matchFields"][0]["values"][0]: t["weight"] for t in found.terms()}
-    assert weights == {"cache": warm.CACHE_WEIGHT, "images": warm.IMAGES_WEIGHT}
+    assert named(found.terms()) == {"cache": warm.CACHE_WEIGHT, "images": warm.IMAGES_WEIGHT}
 
 
 def test_an_image_no_node_reports_is_unsized_and_held_nowhere() -> None:

@@ -41,8 +41,8 @@ def facts(warm_policy: policy.Warm, status: dict[str, Any] | None = None) -> Fac
 
 
 def node(name: str, *images: tuple[str, int]) -> dict[str, Any]:
-    return {"metadata": {"name": name}, "status": {"images": [
-        {"names": [ref], "sizeBytes": size} for ref, size in images]}}
+    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": f"host-{name}"}},
+            "status": {"images": [{"names": [ref], "sizeBytes": size} for ref, size in images]}}
 
 
 def inline_run() -> PipelineRun:
@@ -61,6 +61,8 @@ def test_the_index_follows_what_nodes_report_and_forgets_deleted_nodes() -> None
     warming.on_node(node("b", (MAVEN, GB)))
     found = warming.warmth(inline_run(), facts(policy.Warm()), SOURCES)
     assert found is not None and found.held == {"a": GB, "b": GB}
+    assert found.terms()[0]["preference"]["matchExpressions"][0]["values"] == [
+        "host-a", "host-b"]  # by the hostname label each node reports
     warming.on_node(node("a"))  # pruned by the kubelet's image GC
     warming.on_node(node("b"), deleted=True)
     found = warming.warmth(inline_run(), facts(policy.Warm()), SOURCES)
