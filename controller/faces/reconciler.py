@@ -92,7 +92,6 @@ async def resync_forever(
     operator: Operator, interval: float, streams: Streams, bindings: PolicyBindings | None = None
 ) -> None:
     resync = Resync(operator, streams.submit_run, streams.work.settled)
-    streams.resync = resync
     while True:
         if bindings is not None:  # first: a missing binding leaves pods unpinned
             try:

@@ -15,7 +15,6 @@ from controller.kube.client import Kube
 from controller.kube.intake import Intake, Obj
 from controller.kube.reflector import start_thread
 from controller.metrics import Metrics
-from controller.operator.resync import Resync
 from controller.operator.runs import Operator
 
 # Threads that run the handlers: kopf's pool here was min(32, cores + 4), six on two cores.
@@ -45,7 +44,7 @@ class Streams:
     def __init__(self, operator: Operator, kube: Kube, timeout: float,
                  metrics: Metrics | None = None, workers: int = WORKERS) -> None:
         self.operator = operator
-        self.resync: Resync | None = None  # set once the resync runs (faces/reconciler.py)
+        operator.submit = self.submit_run
         self.work: Serial[tuple[Handler, str, Obj]] = Serial(
             lambda e: e[0](e[1], e[2]), workers, "handler", metrics)
         # Always decoded: runs and pods carrying our mark (a run anchored before its namespace
@@ -64,8 +63,8 @@ class Streams:
         ]
 
     def submit_run(self, uid: str, body: Mapping[str, Any], listed: bool) -> None:
-        """The resync's look at a run: on the queue under the run's key, behind (never instead
-        of) an event of the run already waiting."""
+        """A look at a run (the resync's, or a nudge: Operator.nudge): on the queue under the
+        run's key, behind (never instead of) an event of the run already waiting."""
         self.work.put(uid, (self.on_resync, "LISTED" if listed else "RESYNC", dict(body)),
                       replace=False)
 
@@ -89,8 +88,7 @@ class Streams:
     # -- handlers ---------------------------------------------------------------------------
 
     def on_resync(self, kind: str, body: Obj) -> None:
-        if self.resync is not None:
-            self.resync.look(body, listed=kind == "LISTED")
+        self.operator.look(body, listed=kind == "LISTED")
 
     def on_run(self, kind: str, body: Obj) -> None:
         meta = body.get("metadata") or {}

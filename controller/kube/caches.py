@@ -20,11 +20,15 @@ import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import structlog
+
 from controller.core import names, resolution, tekton
 from controller.kube.client import Kube, Obj
 from controller.kube.clusterview import Facts
 from controller.kube.reflector import Reflector, start_thread
 from controller.kube.store import Indexed, namespace_of, owner_uids
+
+log = structlog.get_logger(__name__)
 
 OWNER = "owner"
 Listener = Callable[[Mapping[str, Any]], None]
@@ -86,9 +90,9 @@ class Caches:
 
     def listen(self, kind: str, listener: Listener, reads: Reads | None = None) -> None:
         """`listener(object)` for each object of the kind in an enabled namespace that a watch
-        event brings, once the cache holds it (a relist tells nothing: the resync is there for
-        what was missed); with `reads`, only when it is added or deleted or `reads` of it
-        changed."""
+        event brings, once the cache holds it (after a relist, each that changed or vanished in
+        the gap: kube/reflector.py); with `reads`, only when it is added or deleted or `reads`
+        of it changed. A listener that fails is said; the watch goes on."""
         self._listeners.setdefault(kind, []).append((listener, reads))
 
     def _on_object(self, kind: str, obj: Mapping[str, Any],
@@ -98,7 +102,10 @@ class Caches:
             return
         for listener, reads in listeners:
             if hears(reads, obj, old, deleted):
-                listener(obj)
+                try:
+                    listener(obj)
+                except Exception:  # a listener's failure must never break the watch it hears
+                    log.exception("cache listener failed", kind=kind)
 
     # -- reads --------------------------------------------------------------------------------
 

@@ -47,6 +47,7 @@ class Capacity:
         reconcile: Callable[[Mapping[str, Any]], object],
         live_runs: Callable[[], Iterable[tekton.PipelineRun]] = lambda: (),
         nodes: Callable[[], Iterable[Mapping[str, Any]]] = lambda: (),
+        nudge: Callable[[Mapping[str, Any]], object] | None = None,
     ) -> None:
         self.settings = settings
         self.kube = kube
@@ -58,7 +59,9 @@ class Capacity:
         self.live = live
         self.facts = facts
         self.reconcile = reconcile
-        self.resolving = Resolving(caches, live, reconcile)
+        # What a ResolutionRequest's event wakes (in the caches' watch thread) goes on the work
+        # queue: nudge, not reconcile.
+        self.resolving = Resolving(caches, live, nudge or reconcile)
         self._acted: dict[str, float] = {}  # run uid -> when its reservation last changed
         self._estimates: dict[str, peak.Estimate] = {}
         # Guards the dicts here, never held across a call to the API server (one slow call

@@ -47,7 +47,7 @@ class Observer:
         src = sources.read(self.caches, self.index, run)
         pod = self.index.balloon(run.uid) if existing is not None else None
         # Only while the anchor is still to be chosen: a bound balloon's node is decided.
-        choosing = needs_claims and not (pod and pod.node) and self.warming is not None
+        choosing = needs_claims and not (pod and pod.node)
         return reconcile.Observed(
             run=run,
             namespace_enabled=serves,
@@ -62,7 +62,8 @@ class Observer:
             room_node=src.room_node,
             resolving=(self.capacity.waits_for_resolution(run, facts, src)
                        if needs_claims and existing is None else None),
-            warmth=self.warming.warmth(run, facts, src) if choosing and self.warming else None,
+            warmth=(self.warming.warmth(run, facts, src)
+                    if choosing and self.warming is not None else None),
         ), src
 
     def _claims(self, run: tekton.PipelineRun, named: set[str]) -> Sequence[Mapping[str, Any]]:

@@ -53,15 +53,7 @@ class Resync:
         self.last_round = float("-inf")  # when the previous round ended (monotonic)
 
     def _in_place(self, uid: str, body: Mapping[str, Any], listed: bool) -> None:
-        self._step("run", self.look, body, listed)
-
-    def look(self, body: Mapping[str, Any], listed: bool) -> None:
-        """One run, as the queue hands it back: a snapshot an event has replaced since (or whose
-        run ended) is left to that event, or a stale body would put an ended run back among
-        the live ones. The first round's, listed from the API server, are all decided."""
-        op = self.operator
-        if listed or op.still_current(body):
-            op.reconcile_run(body)
+        self._step("run", self.operator.look, body, listed)
 
     def __call__(self) -> None:
         """One round. It only puts runs on the queue, so that one run's failure holds up no
@@ -147,9 +139,9 @@ class Resync:
             fresh = op.kube.get_pipelinerun(sts["metadata"]["namespace"], name) if name else None
             owner = tekton.PipelineRun.from_body(fresh) if fresh else None
             if owner is None or owner.uid != uid:
-                op.delete_balloon(sts, "orphan")
+                op.balloons.delete(sts, "orphan")
             elif owner.finished:
-                op.delete_balloon(sts, "run finished")
+                op.balloons.delete(sts, "run finished")
             elif fresh is not None:
                 self.submit(uid, fresh, True)
             return None

@@ -9,27 +9,26 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
 import structlog
 
 from controller.core import balloon, glance, mark, names, reconcile, tekton
-from controller.core.notices import Notice
 from controller.core.reconcile import Verb
-from controller.kube import errors
 from controller.kube.caches import Caches
-from controller.kube.client import ApiError, Kube, api_message
+from controller.kube.client import Kube
 from controller.kube.clusterview import ClusterView
 from controller.metrics import Metrics
 from controller.operator.anchors import AnchorGuard
 from controller.operator.assistant import Assistant
+from controller.operator.balloons import Balloons
 from controller.operator.budgets import Budgets
 from controller.operator.capacity import Capacity
 from controller.operator.gates import Gates
 from controller.operator.marking import Marks
-from controller.operator.notify import Notifier, pipelinerun_ref
+from controller.operator.notify import Notifier
 from controller.operator.observe import Observer
 from controller.operator.placement import Placement
 from controller.operator.podindex import PodIndex
@@ -64,6 +63,8 @@ class Operator:
         # leaves alone the runs an event has reconciled since its previous round.
         self.reconciled: dict[str, float] = {}
         self._live_lock = threading.Lock()
+        # Puts a run on the leader's work queue (faces/streams.py sets it): see nudge.
+        self.submit: Callable[[str, Mapping[str, Any], bool], None] | None = None
         self.notifier = Notifier(kube)
         self.index = PodIndex()
         # Live runs whose last decision kept their balloon, until something they read changes.
@@ -73,6 +74,7 @@ class Operator:
                                    self.warming)
         self.gates = Gates(kube, self.index, metrics)
         self.budgets = Budgets(kube, caches, self.notifier)
+        self.balloons = Balloons(kube, metrics, self.notifier, self.budgets, self.placement)
         self.unplaced = Unplaced(settings, kube, self.index, metrics, self.notifier)
         self.anchors = AnchorGuard(kube, self.index, self.placement, metrics, self.notifier)
         self.waiting = WaitingPods(settings, self.index, metrics, self.notifier,
@@ -80,7 +82,7 @@ class Operator:
         self.capacity = Capacity(
             settings, kube, caches, self.index, self.notifier, metrics, self.balloon_of,
             self.live.get, lambda: self.view.facts, self.reconcile_run, self._live_runs,
-            self.anchors.nodes,
+            self.anchors.nodes, self.nudge,
         )
         self.observer = Observer(kube, caches, self.index, self.capacity, self.warming)
         self.marks = Marks(
@@ -94,6 +96,24 @@ class Operator:
         view.subscribe(Assistant(settings, metrics, self.notifier).on_facts)
 
     # -- PipelineRuns ----------------------------------------------------------------------
+
+    def look(self, body: Mapping[str, Any], listed: bool = False) -> None:
+        """A look at a run that is no watch event (the resync's, a nudge), as the queue hands it
+        back: a snapshot an event has replaced since (or whose run ended) is left to that event,
+        or a stale body would put an ended run back among the live ones; `listed`: from the
+        resync's first list of every run, decided whatever the live runs say."""
+        if listed or self.still_current(body):
+            self.reconcile_run(body)
+
+    def nudge(self, body: Mapping[str, Any]) -> None:
+        """The run is looked at again soon: on the work queue (Streams sets `submit`), so that
+        a failure is retried there and never breaks the watch whose event asked for it; in
+        place without a queue (the operator alone, in unit tests)."""
+        uid = str((body.get("metadata") or {}).get("uid") or "")
+        if self.submit is not None:
+            self.submit(uid, body, False)
+        else:
+            self.look(body)
 
     def balloon_of(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         """The balloon StatefulSet, from the watch cache once it is synced."""
@@ -208,7 +228,7 @@ class Operator:
             fresh = self._fresh(run)
             if fresh is not run.raw:  # the body was old: decided again on the API server's
                 return self._decide_again(run, fresh)
-        self._act(run, decision, existing)
+        self.balloons.act(run, decision, existing)
         marked = True
         if decision.verb in (Verb.CREATE, Verb.UPDATE, Verb.KEEP) or decision.manifest:
             marked = self.marks.ensure(run, facts.topology_key(run.namespace))
@@ -254,56 +274,3 @@ class Operator:
         if fresh is not None and (fresh.get("metadata") or {}).get("uid") == run.uid:
             return self.reconcile_run(fresh, newest=True)  # not asked for a second time
         return reconcile.Decision(Verb.NONE, "run no longer live")
-
-    def _act(
-        self,
-        run: tekton.PipelineRun,
-        decision: reconcile.Decision,
-        existing: Mapping[str, Any] | None,
-    ) -> None:
-        ref = pipelinerun_ref(run.name, run.namespace, run.uid)
-        bound = log.bind(object=f"PipelineRun/{run.namespace}/{run.name}", verb=str(decision.verb))
-        for notice in decision.notices:
-            self.notifier.tell(ref, notice, run.uid)
-        try:
-            if decision.verb is Verb.CREATE:
-                assert decision.manifest is not None
-                _, created = self.kube.create_statefulset(decision.manifest)
-                self.budgets.ensure(run)
-                if created:
-                    self.metrics.balloons_created.inc()
-                    self.metrics.balloons_active.inc()
-                    bound.info("balloon created", balloon=decision.manifest["metadata"]["name"])
-            elif decision.verb is Verb.UPDATE:
-                assert decision.manifest is not None
-                self.kube.replace_balloon_template(decision.manifest)
-                bound.info("balloon template replaced", why=decision.why)
-            elif decision.verb is Verb.DELETE and existing is not None:
-                self.delete_balloon(existing, decision.why)
-        except Exception as exc:
-            # The work queue tries the run again after a backoff (faces/serial.py); what mends
-            # itself (throttled, a timeout) is no Warning, what cannot is said on the run.
-            if not isinstance(exc, ApiError) or errors.classify(exc).retry:
-                raise
-            reason = (
-                "BalloonCreateFailed" if decision.verb is Verb.CREATE else "BalloonUpdateFailed"
-            )
-            self.metrics.balloon_problems.labels(reason=reason).inc()
-            self.notifier.tell(
-                ref,
-                Notice(
-                    reason,
-                    f"{decision.verb} of the balloon failed: {exc.status} {api_message(exc)}; "
-                    "the run's pods may wait for their anchor",
-                ),
-                run.uid,
-            )
-            raise
-
-    def delete_balloon(self, statefulset: Mapping[str, Any], why: str) -> None:
-        meta = statefulset["metadata"]
-        if self.kube.delete_statefulset(meta["namespace"], meta["name"], uid=meta.get("uid")):
-            self.metrics.balloons_deleted.labels(reason=why).inc()
-            self.metrics.balloons_active.dec()
-            log.info("balloon deleted", balloon=meta["name"], namespace=meta["namespace"], why=why)
-        self.placement.forget((meta.get("labels") or {}).get(names.LABEL_RUN_UID, ""))
