@@ -328,10 +328,16 @@ def task_runs(
     return list(listed["items"])
 
 
+def anchored_node(message: str) -> str:
+    """The node an Anchored Event names: "the run's pods go to node <node>", and, where
+    something was warm there, ": <what>" after it (a node's name holds no colon)."""
+    return message.partition(" go to node ")[2].partition(":")[0].strip()
+
+
 def anchored_nodes(core: client.CoreV1Api, namespace: str, run_uid: str) -> list[str]:
-    """The nodes our Anchored Events on the run name ("... go to node <node>")."""
+    """The nodes our Anchored Events on the run name."""
     return [
-        str(event.message.rsplit(" ", 1)[-1])
+        anchored_node(str(event.message))
         for event in core.list_namespaced_event(namespace).items
         if event.reason == "Anchored" and event.involved_object.uid == run_uid
     ]

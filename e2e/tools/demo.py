@@ -24,6 +24,7 @@ from kubernetes import client
 
 from controller.core import names
 from e2e.harness import release
+from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import ClusterHandle, LocalCluster
 from e2e.harness.coscheduler import Coscheduler
 
@@ -161,7 +162,7 @@ def report(cluster: ClusterHandle, run: dict[str, Any]) -> bool:
         f"{'still there' if balloons else 'deleted when the run finished'}"
     )
     task_nodes = {p.spec.node_name for p in pods}
-    anchor = {b.spec.node_name for b in balloons} | {m.rsplit(" ", 1)[-1] for m in anchored}
+    anchor = {b.spec.node_name for b in balloons} | {tr.anchored_node(m) for m in anchored}
     ok = (
         len(pods) == 5
         and len(task_nodes) == 1
