@@ -19,7 +19,7 @@ from controller.operator.runs import Operator
 
 # Threads that run the handlers: kopf's pool here was min(32, cores + 4), six on two cores.
 WORKERS = 6
-Handler = Callable[[str, Obj], None]
+Handler = Callable[[str, Mapping[str, Any]], None]
 
 
 # What the pod watches ask the API server for, one watch each: our balloon and reservation
@@ -45,7 +45,7 @@ class Streams:
                  metrics: Metrics | None = None, workers: int = WORKERS) -> None:
         self.operator = operator
         operator.submit = self.submit_run
-        self.work: Serial[tuple[Handler, str, Obj]] = Serial(
+        self.work: Serial[tuple[Handler, str, Mapping[str, Any]]] = Serial(
             lambda e: e[0](e[1], e[2]), workers, "handler", metrics)
         # Always decoded: runs and pods carrying our mark (a run anchored before its namespace
         # opted out), and our own pods.
@@ -65,7 +65,9 @@ class Streams:
     def submit_run(self, uid: str, body: Mapping[str, Any], listed: bool) -> None:
         """A look at a run (the resync's, or a nudge: Operator.nudge): on the queue under the
         run's key, behind (never instead of) an event of the run already waiting."""
-        self.work.put(uid, (self.on_resync, "LISTED" if listed else "RESYNC", dict(body)),
+        # The body itself, never a copy: a look at a live run checks it is still the one the
+        # live runs hold (Operator.look), by identity.
+        self.work.put(uid, (self.on_resync, "LISTED" if listed else "RESYNC", body),
                       replace=False)
 
     def _to(self, handler: Handler) -> Callable[[str, Obj], None]:
@@ -87,10 +89,10 @@ class Streams:
 
     # -- handlers ---------------------------------------------------------------------------
 
-    def on_resync(self, kind: str, body: Obj) -> None:
+    def on_resync(self, kind: str, body: Mapping[str, Any]) -> None:
         self.operator.look(body, listed=kind == "LISTED")
 
-    def on_run(self, kind: str, body: Obj) -> None:
+    def on_run(self, kind: str, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata") or {}
         op = self.operator
         if not op.concerns(str(meta.get("namespace") or ""), str(meta.get("uid") or ""),
@@ -101,7 +103,7 @@ class Streams:
         else:
             op.run_event(body)
 
-    def on_pod(self, kind: str, pod: Obj) -> None:
+    def on_pod(self, kind: str, pod: Mapping[str, Any]) -> None:
         labels, op, deleted = _labels(pod), self.operator, kind == "DELETED"
         if labels.get(names.LABEL_MANAGED_BY) == names.APP:
             component = labels.get(names.LABEL_COMPONENT)
