@@ -81,6 +81,10 @@ class Placement:
         # run uid -> (node it left, why): said in AnchorMoved once the new pod is bound
         self._moving: dict[str, tuple[str, str]] = {}
         self._asked: set[str] = set()  # runs whose balloon pods were listed once
+        # run uid -> the node this process annotated its StatefulSet with: the balloons cache
+        # shows the annotation only once its watch brings it, and a pod event before that must
+        # not take the run for anchored anew (a second Anchored count, policy write, patch).
+        self._annotated: dict[str, str] = {}
         # run uid -> its pods bound while its new balloon pod was not yet: judged once it is
         self._unjudged: dict[str, list[BoundPod]] = {}
         # run uid -> a move seen before the old pod's deletion was
@@ -110,6 +114,7 @@ class Placement:
         with self._lock:
             self._moving.pop(run_uid, None)
             self._asked.discard(run_uid)
+            self._annotated.pop(run_uid, None)
             self._unjudged.pop(run_uid, None)
             self._unexplained.pop(run_uid, None)
 
@@ -150,7 +155,10 @@ class Placement:
         sts_name = balloon.balloon_name(uid)
         sts = self.balloon_of(ns, sts_name)
         annotations = (sts or {}).get("metadata", {}).get("annotations") or {}
-        anchored = str(annotations.get(names.ANNOTATION_ANCHORED_NODE) or "")
+        with self._lock:
+            anchored = str(annotations.get(names.ANNOTATION_ANCHORED_NODE) or "")
+            if self._annotated.get(uid) == node:
+                anchored = node
         if sts is None or anchored == node:
             self._judge(uid, unjudged)
             return
@@ -172,6 +180,8 @@ class Placement:
                                                                    else ""),
                 warning=False), (uid, node))
         self.kube.annotate_statefulset(ns, sts_name, {names.ANNOTATION_ANCHORED_NODE: node})
+        with self._lock:
+            self._annotated[uid] = node
         self._judge(uid, unjudged)
 
     def _tell_moved(self, uid: str, ref: dict[str, Any], left: str, node: str, why: str) -> None:

@@ -247,3 +247,20 @@ def test_a_forgotten_run_s_balloon_pod_going_leaves_nothing_behind() -> None:
     placement.on_balloon_pod(terminating, deleted=True)
     assert placement._moving == {} and not placement.index.knows(RUN)
     assert [r for r, _ in notifier.said] == ["Anchored"]
+
+
+def test_a_second_event_of_the_bound_balloon_before_the_cache_shows_the_annotation_says_nothing(
+) -> None:
+    """The balloons cache shows the anchored-node annotation only once its watch brings it: a
+    second event of the bound pod before then (a status update) is no second anchoring, so no
+    second Anchored, count, or patch. Measured before: bench-scale counted 78 anchorings of
+    60 runs."""
+    placement, notifier, kube = make()
+    patched: list[dict[str, str]] = []
+    kube.get_statefulset = lambda namespace, name: {  # type: ignore[method-assign]
+        "metadata": {"name": name, "annotations": {}}}  # a cache not caught up yet
+    kube.annotate_statefulset = lambda namespace, name, a: patched.append(a)  # type: ignore[method-assign]
+    placement.on_balloon_pod(balloon_pod("b1", "n1"))
+    placement.on_balloon_pod(balloon_pod("b1", "n1", phase="Running"))
+    assert [r for r, _ in notifier.said] == ["Anchored"]
+    assert patched == [{names.ANNOTATION_ANCHORED_NODE: "n1"}]
