@@ -3,6 +3,7 @@ with nothing in them, F finished runs kept, three ways.
 
 python -m bench.scale [--runs 1000] [--nodes 100] [--finished 5000] [--namespaces 1]
                       [--enabled 0] [--modes tekton-coscheduler none tekton-assistant]
+                      [--images 10] [--pipelines R/10] [--seed 1]
 
 One local control plane (kwok nodes, the real Tekton controller). F finished PipelineRuns are
 kept around (made cancelled, so that Tekton finishes them without pods). Our operator starts
@@ -24,7 +25,15 @@ p99, and the runs with any Warning Event, by reason. JSON in build/scale.json; P
 build/scale-*.png. Last line: `scale: R runs on N nodes in K namespaces (E enabled): co-located
 X/R, cpu per run C ms, threads T, watches W, RSS M MiB, idle cpu I%, cpu per run not ours U ms,
 first pod bound p99 vs none Q x, runs with a Warning W, misplaced M, orphans O, api requests per
-run Z, beyond idle: cpu per run D ms, not ours V ms`.
+run Z, beyond idle: cpu per run D ms, not ours V ms`, then, with images, `, bytes to pull vs
+none X x, vs assistant Y x, cache hits H%`.
+
+Warm anchors (bench/scale_warm.py; `--images 0` leaves them out): the nodes report 3 each of
+`--images` builder images in `status.images`, each run's steps use its pipeline's image (one of
+`--pipelines` a namespace, a label of the run), and our mode's namespaces have a policy asking
+for warm caches keyed by that label. Per mode: the bytes the nodes its pods ran on had to pull,
+and the runs that went where their pipeline's previous run went; for ours also the operator's
+warm counters.
 """
 from __future__ import annotations
 
@@ -40,7 +49,7 @@ from typing import Any
 from kubernetes import client
 
 from bench import footprint as fp
-from bench import scale_report
+from bench import scale_report, scale_warm
 from bench.pod_churn import cpu_seconds, tree_rss_mib
 from bench.profile import Profile, top_frames
 from bench.scale_report import OURS, ModeResult, pct
@@ -177,8 +186,8 @@ def volumes(cluster: LocalCluster, runs: int) -> None:
 
 
 def one_mode(cluster: LocalCluster, mode: str, runs: int, namespaces: int, operator: Operator,
-             timeout: float, settle: float, profile: Path | None, idle_rate: float
-             ) -> ModeResult:
+             timeout: float, settle: float, profile: Path | None, idle_rate: float,
+             warm: scale_warm.Warm | None = None) -> ModeResult:
     """The runs spread over `namespaces` namespaces (opted in for ours only); our operator is
     up in every mode, its CPU counted: in the others, what runs it does not serve cost it."""
     tekton_cluster.configure(cluster, {"coschedule": MODES[mode]})
@@ -188,6 +197,7 @@ def one_mode(cluster: LocalCluster, mode: str, runs: int, namespaces: int, opera
            for i in range(namespaces)]
     result = ModeResult(mode, runs)
     volumes(cluster, runs)
+    warmed = warm.mode(mode == OURS, nss) if warm else None  # ours: its policies, Ready
     stats: dict[str, Any] = {}
     recorded = nss[0] if namespaces == 1 else ""  # "": every namespace's pods
     with cluster.api_client() as api, tr.PodRecorder(cluster, recorded) as recorder:
@@ -227,6 +237,8 @@ def one_mode(cluster: LocalCluster, mode: str, runs: int, namespaces: int, opera
 
         def make(i: int) -> None:
             body = tr.fan_out_fan_in(f"{mode[:6]}-{i}-{uuid.uuid4().hex[:4]}")
+            if warmed:
+                warmed.dress(body, i)
             made = tr.create_run(custom, nss[i % len(nss)], body)
             created[made["metadata"]["name"]] = (made["metadata"]["uid"], time.time())
 
@@ -313,6 +325,8 @@ def one_mode(cluster: LocalCluster, mode: str, runs: int, namespaces: int, opera
         if to_sts:  # the lag above in two: our part, then the StatefulSet controller's
             stats["run_to_statefulset_p50_p99_s"] = (pct(to_sts, 50), pct(to_sts, 99))
             stats["statefulset_to_pod_p50_p99_s"] = (pct(to_pod, 50), pct(to_pod, 99))
+        if warmed:
+            result.warm = warmed.figures(created, recorder, before, operator.metrics())
     result.operator = stats
     result.anchor_p50, result.anchor_p99 = pct(result.anchors, 50), pct(result.anchors, 99)
     result.first_layer_p50 = pct(result.first_layers, 50)
@@ -344,14 +358,26 @@ def main() -> int:
                         help="the chart's admission.mode (auto: policy where served)")
     parser.add_argument("--profile", action="store_true",
                         help="py-spy samples the operator in each mode: top frames")
+    parser.add_argument("--images", type=int, default=10,
+                        help="builder images the nodes report, one a pipeline's steps "
+                             "(0: none, busybox steps, no warm policy)")
+    parser.add_argument("--pipelines", type=int, default=0,
+                        help="pipelines a namespace's runs belong to (0: one per 10 runs)")
+    parser.add_argument("--seed", type=int, default=1, help="which images each node holds")
     args = parser.parse_args()
+    args.pipelines = args.pipelines or max(1, args.runs // args.namespaces // 10)
     results: list[ModeResult] = []
     with LocalCluster() as cluster:
         say(f"{args.nodes} kwok nodes in two zones (each mode gets a zonal volume a run, made "
             "just before it)")
-        cluster.add_nodes(args.nodes, pods=500, cpu="64", memory="256Gi", wait=False)
+        nodes = cluster.add_nodes(args.nodes, pods=500, cpu="64", memory="256Gi", wait=False)
         cluster.start_tekton(api_qps=args.tekton_qps)
         install_crds(cluster)
+        warm = scale_warm.Warm(cluster, nodes, args.images, args.pipelines, args.seed
+                               ) if args.images else None
+        if warm:  # once kwok has initialised the nodes (Tekton's start takes longer)
+            warm.hold()
+            say(f"warm anchors: {warm.describe()}")
         say(f"{args.finished} finished runs kept")
         finished_runs(cluster, args.finished)
         baseline = fp.open_watches(cluster)
@@ -368,7 +394,7 @@ def main() -> int:
             results.append(one_mode(cluster, mode, args.runs, args.namespaces, operator,
                                     args.timeout, args.settle,
                                     args.out if args.profile else None,
-                                    footprint.idle_cpu_percent / 100))
+                                    footprint.idle_cpu_percent / 100, warm))
             say(f"{mode}: {results[-1].co_located}/{args.runs} co-located")
         operator.proc.stop()
     scale_report.report(args, results, footprint)

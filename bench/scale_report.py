@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import scale_warm
 from bench.footprint import Footprint
 
 OURS = "tekton-coscheduler"
@@ -44,6 +45,7 @@ class ModeResult:
     series: list[tuple[float, int, int]] = field(default_factory=list)  # (t, live, balloons)
     anchors: list[float] = field(default_factory=list)
     first_layers: list[float] = field(default_factory=list)
+    warm: scale_warm.WarmFigures | None = None  # bytes to pull, cache hits (bench.scale_warm)
 
 
 def report(args: argparse.Namespace, results: list[ModeResult],
@@ -61,6 +63,9 @@ def report(args: argparse.Namespace, results: list[ModeResult],
               f"{r.anchor_p50:8.1f}/{r.anchor_p99:<8.1f} {r.first_layer_p50:11.1f}/"
               f"{r.first_layer_p99:<10.1f} {ratio(r, none):8.2f} {r.wall_seconds:7.0f} "
               f"{cpu_ms(r):15.1f} {cpu_ms(r, beyond_idle=True):11.1f}")
+    warm = {r.mode: r.warm for r in results if r.warm}
+    if warm:
+        print("\n".join(scale_warm.lines(warm, args.nodes, OURS)))
     print(f"\nmean cores used while the runs ran (the machine has {os.cpu_count()}):")
     for r in results:
         busiest = sorted(r.cores.items(), key=lambda kv: -kv[1])
@@ -90,11 +95,17 @@ def report(args: argparse.Namespace, results: list[ModeResult],
         {"runs": args.runs, "nodes": args.nodes, "finished": args.finished,
          "admission": args.admission,
          "namespaces": args.namespaces, "enabled": args.enabled,
+         "images": args.images, "pipelines": args.pipelines,
          "footprint": asdict(footprint) if footprint else None,
          "modes": [asdict(r) for r in results]}, indent=2))
-    for path in plot(results, args.out):
+    try:
+        paths = plot(results, args.out)
+    except ImportError:  # the bench extra, which `make bench-scale` installs
+        paths = []
+        print("plots: none, matplotlib is not installed (pip install -e '.[bench]')")
+    for path in paths:
         print(f"plot: {path}")
-    print(summary(args, ours, none, footprint))
+    print(summary(args, ours, none, footprint) + scale_warm.summary(warm, OURS))
 
 
 def cpu_ms(r: ModeResult, beyond_idle: bool = False) -> float:
