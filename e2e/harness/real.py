@@ -9,6 +9,8 @@ images built here. On the way out it puts everything back, whatever failed.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import signal
 import uuid
@@ -130,6 +132,20 @@ def kill_reconciler(real: Real, pod_name: str) -> int:
             os.kill(int(child), signal.SIGKILL)
             return int(child)
     raise LookupError(f"no reconciler under {pod_name}'s server (pid {server})")
+
+
+PULL_SECRET = "lab-registry"
+
+
+def pull_secret(real: Real, namespace: str) -> str:
+    """A kubernetes.io/dockerconfigjson Secret in the namespace for the registry the nodes pull
+    from; its name. (Nothing is pulled yet: the nodes import every image, so it names none.)"""
+    body = json.dumps({"auths": {}})
+    with real.cluster.api_client() as api:
+        client.CoreV1Api(api).create_namespaced_secret(namespace, {  # type: ignore[arg-type]
+            "metadata": {"name": PULL_SECRET}, "type": "kubernetes.io/dockerconfigjson",
+            "data": {".dockerconfigjson": base64.b64encode(body.encode()).decode()}})
+    return PULL_SECRET
 
 
 READERS = ["read-a", "read-b", "read-c"]

@@ -21,7 +21,7 @@ from kubernetes import client
 from controller.core import names
 from e2e.harness import real as real_
 from e2e.harness import tekton_runs as tr
-from e2e.harness.cluster import BinaryNotFound, realhost, realnode
+from e2e.harness.cluster import BinaryNotFound, realhost, realimages, realnode, realpulls
 from e2e.harness.coscheduler import REPO
 from e2e.harness.load import PodLoad
 from e2e.harness.real import Real
@@ -67,6 +67,54 @@ def run_in(real: Real, ns: str, argv: list[str], **spec: Any) -> str:
             lambda: core.read_namespaced_pod(name, ns).status.phase in ("Succeeded", "Failed"),
             timeout=120, what=f"pod {name} ended")
         return str(core.read_namespaced_pod_log(name, ns))
+
+
+def test_a_node_pulls_from_the_lab_s_registry_and_only_with_its_pull_secret(real: Real) -> None:
+    """Nodes pull as users' nodes do, from a registry that wants credentials. A pod without the
+    pull secret does not get its image, not even once the node holds it (the kubelet checks a
+    pod's credentials for an image it pulled for another pod); the same pod with the secret
+    runs, and its node's kubelet says what it pulled."""
+    ns = real.cluster.create_namespace(f"pull-{uuid.uuid4().hex[:6]}")  # nothing granted
+    secret = real_.pull_secret(real, ns)
+    node, image = real.nodes.nodes[0].name, realimages.busybox()
+    with real.cluster.api_client() as api:
+        core = client.CoreV1Api(api)
+
+        def pod(secrets: list[dict[str, str]]) -> str:
+            name = f"pull-{uuid.uuid4().hex[:6]}"
+            core.create_namespaced_pod(ns, {  # type: ignore[arg-type]
+                "metadata": {"name": name},
+                "spec": {"restartPolicy": "Never", "imagePullSecrets": secrets,
+                         "nodeSelector": {"kubernetes.io/hostname": node},
+                         "containers": [{"name": "c", "image": image, "command": ["true"],
+                                         "imagePullPolicy": "IfNotPresent"}]}})
+            return name
+
+        def refused(name: str) -> str:
+            """The kubelet's word on the failed pull, once the pod waits for its image."""
+            def failed() -> str | None:
+                status = core.read_namespaced_pod(name, ns).status
+                if not any(s.state.waiting and s.state.waiting.reason in (
+                        "ErrImagePull", "ImagePullBackOff")
+                        for s in status.container_statuses or []):
+                    return None
+                events = core.list_namespaced_event(
+                    ns, field_selector=f"involvedObject.name={name},reason=Failed").items
+                return next((str(e.message) for e in events if "pull" in e.message), None)
+
+            return real.cluster.wait_for(failed, timeout=90, what=f"{name} refused its image")
+
+        before = refused(pod([]))
+        ran = pod([{"name": secret}])
+        real.cluster.wait_for(lambda: core.read_namespaced_pod(ran, ns).status.phase
+                              == "Succeeded", timeout=120, what=f"{ran} pulled and ran")
+        after = refused(pod([]))  # the node holds the image now
+    print(f"without the secret: {before}\nonce the node holds the image: {after}")
+    for message in (before, after):
+        assert "401 Unauthorized" in message, message
+    pulls = [p for p in realpulls.pulled(real.cluster, node) if p.image == image]
+    print(f"{node} pulled: {pulls}")
+    assert len(pulls) == 1 and pulls[0].bytes > 0, pulls
 
 
 def test_the_image_runs_as_the_chart_promises(real: Real) -> None:
