@@ -3,12 +3,12 @@
 # kube-scheduler, kwok, the Tekton Pipelines controller, helm, cert-manager, Karpenter's kwok
 # provider) from their Go modules into a per-user cache outside the repository, and what a real
 # node needs (containerd, the CNI plugins, kubelet and kube-proxy, the pause image, Tekton's step
-# images, Debian's runc and image tools, the base image the Dockerfile names). Versions come
-# from e2e/versions.env.
+# images, Debian's runc and image tools, the base image the Dockerfile names, the registry the
+# nodes pull from). Versions come from e2e/versions.env.
 #
 #   e2e/build.sh [--force] [etcd|kubernetes|kwok|tekton|helm|certmanager|karpenter|
-#                containerd|cni|kubelet|tektonimages|pause|debian|baseimage|realnode ...]
-#   (default: all; realnode: the last seven)
+#                containerd|cni|kubelet|tektonimages|pause|debian|baseimage|registry|realnode ...]
+#   (default: all; realnode: the last eight)
 #
 # Environment:
 #   TEKTON_COSCHEDULER_CACHE    cache root (default ~/.cache/tekton-coscheduler)
@@ -43,12 +43,12 @@ mkdir -p "$BIN_ROOT" "$LOG_DIR" "$SRC_ROOT"
 
 FORCE=0
 COMPONENTS=()
-REALNODE=(debian containerd cni kubelet tektonimages pause baseimage)
+REALNODE=(debian containerd cni kubelet tektonimages pause baseimage registry)
 for arg in "$@"; do
   case $arg in
     --force) FORCE=1 ;;
     etcd | kubernetes | kwok | tekton | helm | certmanager | karpenter) COMPONENTS+=("$arg") ;;
-    containerd | cni | kubelet | tektonimages | pause | debian | baseimage) COMPONENTS+=("$arg") ;;
+    containerd | cni | kubelet | tektonimages | pause | debian | baseimage | registry) COMPONENTS+=("$arg") ;;
     realnode) COMPONENTS+=("${REALNODE[@]}") ;;
     -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "unknown argument: $arg" >&2; exit 2 ;;
@@ -87,6 +87,7 @@ version_of() { # component -> pinned version
     pause) echo "$PAUSE_VERSION-$KUBERNETES_VERSION" ;;
     debian) echo "$BASE_SUITE" ;;
     baseimage) echo "$BASE_SUITE-$(echo "$BASE_IMAGE" | tr '/:' '__')" ;;
+    registry) echo "$REGISTRY_VERSION" ;;
   esac
 }
 binaries_of() {
@@ -105,6 +106,7 @@ binaries_of() {
     pause) echo pause pause.tar ;;
     debian) echo debian-packages ;;
     baseimage) echo base.tar ;;
+    registry) echo registry ;;
   esac
 }
 dir_of() { echo "$BIN_ROOT/$1-$(version_of "$1")"; }
@@ -124,6 +126,7 @@ at_version() {
     karpenter) go version -m "$bin" 2>/dev/null | grep -qE "sigs.k8s.io/karpenter[[:space:]]+${v}([[:space:]]|$)" ;;
     containerd) "$bin" --version 2>/dev/null | grep -q " ${v} " ;;
     kubelet) "$bin" --version 2>/dev/null | grep -q "Kubernetes ${v}$" ;;
+    registry) go version -m "$bin" 2>/dev/null | grep -qE "github.com/distribution/distribution/v3[[:space:]]+${v}([[:space:]]|$)" ;;
     *) return 1 ;;  # images and packages: the cache's stamp only
   esac
 }
@@ -133,10 +136,10 @@ already_there() {
   local comp=$1 b found dir
   dir=$(dir_of "$comp")
   if [ "$comp" = debian ]; then  # what Debian's packages put on PATH, whatever the cache says
-    if command -v runc buildah mmdebstrap iptables >/dev/null && [ -x /bin/busybox ]; then
-      log "debian: runc, buildah, mmdebstrap, iptables and busybox-static installed"; return 0
-    fi
-    return 1
+    # One tool at a time: `command -v a b` succeeds when any of them is found.
+    for b in runc buildah mmdebstrap iptables skopeo; do command -v "$b" >/dev/null || return 1; done
+    [ -x /bin/busybox ] || return 1
+    log "debian: runc, buildah, mmdebstrap, iptables, skopeo and busybox-static installed"; return 0
   fi
   if [ -n "${TEKTON_COSCHEDULER_BIN_DIR:-}" ]; then
     found=1
@@ -396,9 +399,9 @@ build() { # comp
     debian)
       # From Debian's packages (apt-get, as root): runc (crun cannot run on this host's hybrid
       # cgroups), buildah and mmdebstrap (the images), busybox-static (the steps' shell image),
-      # iptables (kube-proxy).
+      # iptables (kube-proxy), skopeo (pushes the images into the lab's registry).
       run_measured debian sh -c "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-          runc buildah mmdebstrap busybox-static iptables" ||
+          runc buildah mmdebstrap busybox-static iptables skopeo" ||
         die "debian: apt-get failed, see $LOGFILE"
       echo "$BASE_SUITE" >"$dir/debian-packages"
       ;;
@@ -470,6 +473,13 @@ build() { # comp
         --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
         --dpkgopt='path-exclude=/usr/share/locale/*' \
         "$BASE_SUITE" "$dir/base.tar" http://deb.debian.org/debian || die "baseimage: mmdebstrap failed, see $LOGFILE"
+      ;;
+    registry)
+      # The registry the real nodes pull from (distribution, the reference implementation),
+      # stamped with its version as its release builds are.
+      run_measured registry env GOBIN="$dir" go install -v -trimpath \
+          -ldflags "-s -w -X github.com/distribution/distribution/v3/version.version=$version" \
+          "github.com/distribution/distribution/v3/cmd/registry@$version" || die "registry: build failed, see $LOGFILE"
       ;;
   esac
   {

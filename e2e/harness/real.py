@@ -2,17 +2,26 @@
 image: what the realnode scenarios and `make demo-real` share.
 
 real_cluster() builds the image from the unchanged Dockerfile (cached by content), brings the
-host network up, starts the control plane on its address, adds the real nodes with every image
-they need already imported (nothing is ever pulled), and starts Tekton configured with the step
-images built here. On the way out it puts everything back, whatever failed.
+host network up, starts the control plane on its address and the lab's registry beside it,
+pushes every image the nodes need into the registry (once: its storage is a cache), adds the
+real nodes, which pull as users' nodes do, and starts Tekton configured with the step images
+built here. On the way out it puts everything back, whatever failed.
+
+Pods pull with a pull secret, where a user's would have it: the chart's `imagePullSecrets` for
+the operator's own pods, the chart's `config.balloon.imagePullSecrets` for balloons, and, for
+Tekton's pods, the default ServiceAccount of the team's namespace (what they run as unless a
+run names another; Kubernetes' own way to give every pod of a namespace a pull secret).
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+import shutil
 import signal
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,11 +31,14 @@ from kubernetes import client
 
 from . import chart
 from . import tekton_runs as tr
-from .cluster import LocalCluster, project_image, realhost, realimages, realnode
+from .cluster import LocalCluster, images, project_image, realhost, realimages, realnode
+from .cluster.registry import LabRegistry, repository
+from .cluster.versions import cache_dir, find_binary
 
 RELEASE, NAMESPACE = chart.RELEASE, chart.NAMESPACE
 FULLNAME = f"{RELEASE}-tekton-coscheduler"
 SELECTOR = "app.kubernetes.io/name=tekton-coscheduler,app.kubernetes.io/component=controller"
+PULL_SECRET = "lab-registry"
 
 
 @dataclass
@@ -34,61 +46,99 @@ class Real:
     cluster: LocalCluster
     nodes: realnode.RealNodes
     image: project_image.Built
+    registry: LabRegistry
     mode: str = ""  # the admission mode the chart is installed in ("": not installed)
 
 
 @dataclass(frozen=True)
 class Parts:
-    archives: list[Path]  # what every node imports: pause, Tekton's step images, busybox
+    images: dict[str, Path]  # name -> archive: pause, Tekton's step images, busybox
     image: project_image.Built
 
 
 def parts(repo: Path) -> Parts:
     """Raises FileNotFoundError or BinaryNotFound, having changed nothing, when something is
     not built (e2e/build.sh realnode)."""
+    find_binary("registry")
+    if shutil.which("skopeo") is None:
+        raise FileNotFoundError("skopeo is not installed (e2e/build.sh debian)")
     return Parts(realimages.archives(), project_image.build(repo))
 
 
 @contextmanager
 def real_cluster(made: Parts, nodes: int = 2) -> Iterator[Real]:
-    archives, image = made.archives, made.image
+    image = made.image
     network = realhost.HostNetwork()
     cluster = LocalCluster(address=realhost.API_ADDRESS)
+    registry = LabRegistry(cluster.run_dir, cluster.logs_dir)
     real_nodes: realnode.RealNodes | None = None
     try:
         network.up()
         cluster.start()
         assert cluster.kubeconfig is not None and cluster.pki is not None
+        project, tag = repository(image.name)
+        registry.start(cluster.pki, keep={project: tag})
+        for name, archive in {**made.images, image.name: image.archive}.items():
+            registry.push(archive, name)
         real_nodes = realnode.RealNodes(cluster, network, cluster.run_dir, cluster.logs_dir,
-                                        cluster.pki.ca_cert, cluster.kubeconfig)
+                                        cluster.pki.ca_cert, cluster.kubeconfig, registry)
         for _ in range(nodes):
-            real_nodes.add([*archives, image.archive])
+            real_nodes.add()
         cluster.start_tekton(images=realimages.tekton_images())
-        yield Real(cluster, real_nodes, image)
+        yield Real(cluster, real_nodes, image, registry)
     except BaseException:
         print(cluster.log_tails(60))
         raise
     finally:
         if real_nodes is not None:
             real_nodes.stop()
+        registry.stop()
         cluster.stop()
         network.down()
 
 
+def pull_secret(real: Real, namespace: str) -> str:
+    """The lab registry's pull secret (kubernetes.io/dockerconfigjson) in the namespace, for
+    every registry name the lab serves; its name."""
+    config = real.registry.docker_config(realimages.REGISTRIES)
+    with real.cluster.api_client() as api:
+        client.CoreV1Api(api).create_namespaced_secret(namespace, {  # type: ignore[arg-type]
+            "metadata": {"name": PULL_SECRET}, "type": "kubernetes.io/dockerconfigjson",
+            "data": {".dockerconfigjson": base64.b64encode(json.dumps(config).encode()).decode()}})
+    return PULL_SECRET
+
+
+def namespace(real: Real, name: str, labels: Mapping[str, str] | None = None) -> str:
+    """A team's namespace whose pods pull as its users' would: the pull secret in it, on the
+    ServiceAccount its pods run as (Tekton's: `default`), so every pod created after gets it."""
+    real.cluster.create_namespace(name, labels)
+    secret = pull_secret(real, name)
+    with real.cluster.api_client() as api:
+        client.CoreV1Api(api).patch_namespaced_service_account(
+            "default", name, {"imagePullSecrets": [{"name": secret}]})
+    return name
+
+
 def install(real: Real, mode: str) -> None:
-    """The chart with the project's image, in this admission mode (once: asking for the other
-    mode uninstalls and installs again), its two replicas Ready. The webhook, in webhook mode,
-    is reached through the chart's Service with the chart's TLS."""
+    """The chart with the project's image and the pull secret for its pods and the balloons'
+    (in each team's namespace: namespace()), in this admission mode (once: asking for the
+    other mode uninstalls and installs again), its two replicas Ready. The webhook, in webhook
+    mode, is reached through the chart's Service with the chart's TLS."""
     if real.mode == mode:
         return
     if real.mode:
         chart.uninstall(real.cluster)
         real.cluster.wait_for(lambda: not realnode.pods(real.cluster, NAMESPACE, SELECTOR),
                               timeout=120, what="the old release's pods gone")
-    repository, _, tag = real.image.name.rpartition(":")
+    else:  # the first install: the pull secret goes first (the release's namespace stays)
+        real.cluster.create_namespace(NAMESPACE)
+        pull_secret(real, NAMESPACE)
+    repository_, _, tag = real.image.name.rpartition(":")
+    secrets = [{"name": PULL_SECRET}]
     chart.install(real.cluster, "", "", {
-        "admission.mode": mode, "image.repository": repository, "image.tag": tag,
-        "image.pullPolicy": "IfNotPresent"}, keep_deployment=True)
+        "admission.mode": mode, "image.repository": repository_, "image.tag": tag,
+        "image.pullPolicy": "IfNotPresent", "imagePullSecrets": secrets,
+        "config.balloon.imagePullSecrets": secrets}, keep_deployment=True)
     real.mode = mode
     realnode.wait_pods_ready(real.cluster, NAMESPACE, SELECTOR, 2, timeout=180)
 
@@ -130,6 +180,17 @@ def kill_reconciler(real: Real, pod_name: str) -> int:
             os.kill(int(child), signal.SIGKILL)
             return int(child)
     raise LookupError(f"no reconciler under {pod_name}'s server (pid {server})")
+
+
+def large_image(real: Real, megabytes: int = 300) -> tuple[str, int]:
+    """A step image of busybox and `megabytes` MB no compression shrinks, in the lab's
+    registry (made and pushed once: both are cached); its name and the bytes a node pulls."""
+    name = realimages.image_name("large", f"{megabytes}m")
+    archive = cache_dir() / "images" / f"large-{megabytes}m.tar"
+    if not archive.is_file():
+        images.large(archive, name, megabytes, Path("/bin/busybox"))
+    real.registry.push(archive, name)
+    return name, real.registry.size(name)
 
 
 READERS = ["read-a", "read-b", "read-c"]

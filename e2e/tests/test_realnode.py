@@ -3,7 +3,8 @@
 A control plane of its own (its API server on an address pods reach), two real nodes (kubelet,
 containerd, runc, a CNI bridge each) and kube-proxy; the operator from the image built from our
 Dockerfile, started by the chart's Deployment; Tekton's controller with its real images, so
-that steps really run and really share a volume; the balloon a real pause container.
+that steps really run and really share a volume; the balloon a real pause container. The nodes
+pull every image from the lab's registry, with pull secrets, as users' nodes do.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ import pytest
 from kubernetes import client
 
 from controller.core import names
+from controller.core.balloon import balloon_name
 from e2e.harness import real as real_
 from e2e.harness import tekton_runs as tr
-from e2e.harness.cluster import BinaryNotFound, realhost, realnode
+from e2e.harness.cluster import BinaryNotFound, realhost, realimages, realnode
 from e2e.harness.coscheduler import REPO
 from e2e.harness.load import PodLoad
 from e2e.harness.real import Real
@@ -57,7 +59,8 @@ def run_in(real: Real, ns: str, argv: list[str], **spec: Any) -> str:
         core = client.CoreV1Api(api)
         core.create_namespaced_pod(ns, {  # type: ignore[arg-type]
             "metadata": {"name": name},
-            "spec": {"restartPolicy": "Never", **spec, "containers": [{
+            "spec": {"restartPolicy": "Never", **spec,
+                     "imagePullSecrets": [{"name": real_.PULL_SECRET}], "containers": [{
                 "name": "c", "image": real.image.name, "imagePullPolicy": "IfNotPresent",
                 "command": argv,
                 "securityContext": {"runAsNonRoot": True, "readOnlyRootFilesystem": True,
@@ -67,6 +70,54 @@ def run_in(real: Real, ns: str, argv: list[str], **spec: Any) -> str:
             lambda: core.read_namespaced_pod(name, ns).status.phase in ("Succeeded", "Failed"),
             timeout=120, what=f"pod {name} ended")
         return str(core.read_namespaced_pod_log(name, ns))
+
+
+def test_a_node_pulls_from_the_lab_s_registry_and_only_with_its_pull_secret(real: Real) -> None:
+    """Nodes pull as users' nodes do, from a registry that wants credentials. A pod without the
+    pull secret does not get its image, not even once the node holds it (the kubelet checks a
+    pod's credentials for an image it pulled for another pod); the same pod with the secret
+    runs, and its node's kubelet says what it pulled."""
+    ns = real.cluster.create_namespace(f"pull-{uuid.uuid4().hex[:6]}")  # no secret granted
+    secret = real_.pull_secret(real, ns)
+    node, image = real.nodes.nodes[0].name, realimages.busybox()
+    with real.cluster.api_client() as api:
+        core = client.CoreV1Api(api)
+
+        def pod(secrets: list[dict[str, str]]) -> str:
+            name = f"pull-{uuid.uuid4().hex[:6]}"
+            core.create_namespaced_pod(ns, {  # type: ignore[arg-type]
+                "metadata": {"name": name},
+                "spec": {"restartPolicy": "Never", "imagePullSecrets": secrets,
+                         "nodeSelector": {"kubernetes.io/hostname": node},
+                         "containers": [{"name": "c", "image": image, "command": ["true"],
+                                         "imagePullPolicy": "IfNotPresent"}]}})
+            return name
+
+        def refused(name: str) -> str:
+            """The kubelet's word on the failed pull, once the pod waits for its image."""
+            def failed() -> str | None:
+                status = core.read_namespaced_pod(name, ns).status
+                if not any(s.state.waiting and s.state.waiting.reason in (
+                        "ErrImagePull", "ImagePullBackOff")
+                        for s in status.container_statuses or []):
+                    return None
+                events = core.list_namespaced_event(
+                    ns, field_selector=f"involvedObject.name={name},reason=Failed").items
+                return next((str(e.message) for e in events if "pull" in e.message), None)
+
+            return real.cluster.wait_for(failed, timeout=90, what=f"{name} refused its image")
+
+        before = refused(pod([]))
+        ran = pod([{"name": secret}])
+        real.cluster.wait_for(lambda: core.read_namespaced_pod(ran, ns).status.phase
+                              == "Succeeded", timeout=120, what=f"{ran} pulled and ran")
+        after = refused(pod([]))  # the node holds the image now
+    print(f"without the secret: {before}\nonce the node holds the image: {after}")
+    for message in (before, after):  # containerd's words for the registry's 401 to it
+        assert "authorization failed: no basic auth credentials" in message, message
+    pulls = [p for p in real.nodes.pulled(node) if p.image == image]
+    print(f"{node} pulled: {pulls}")
+    assert len(pulls) == 1 and pulls[0].bytes > 0, pulls
 
 
 def test_the_image_runs_as_the_chart_promises(real: Real) -> None:
@@ -120,8 +171,7 @@ def test_the_chart_s_replicas_run_lead_and_serve_metrics_through_their_service(r
 
 @pytest.fixture
 def real_runs(real: Real) -> Iterator[Runs]:
-    ns = real.cluster.create_namespace(f"rr-{uuid.uuid4().hex[:6]}",
-                                       labels={names.NAMESPACE_LABEL: "true"})
+    ns = real_.namespace(real, f"rr-{uuid.uuid4().hex[:6]}", {names.NAMESPACE_LABEL: "true"})
     with PodRecorder(real.cluster, ns) as recorder:
         scenario = Runs(real.cluster, ns, recorder)
         yield scenario
@@ -138,6 +188,10 @@ def test_a_real_run_shares_a_real_volume_beside_its_real_balloon(
     install(real, "policy")
     run = s.start(write_and_read(tr.unique("real"), tr.volume_claim_template()))
     assert s.anchor(run, timeout=120) == node.name
+    with real.cluster.api_client() as api:  # as the operator made it, before admission
+        template = client.AppsV1Api(api).read_namespaced_stateful_set(
+            balloon_name(run["metadata"]["uid"]), s.ns).spec.template.spec
+    assert [r.name for r in template.image_pull_secrets] == [real_.PULL_SECRET]
     assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded")
     assert_co_located(s, run, node.name, real_.TASKS)
     balloon = s.recorder.balloons(run["metadata"]["uid"])[0]
@@ -145,6 +199,7 @@ def test_a_real_run_shares_a_real_volume_beside_its_real_balloon(
     limits = realhost.cgroup_limits(real.cluster, node.cgroup_root, balloon.name, s.ns)
     print(f"the balloon's cgroup: {limits}")
     assert limits == {"cpu_quota_millicores": 10, "memory_bytes": 16 * 2**20}
+    assert [p for p in real.nodes.pulled(node.name) if p.image == realimages.balloon()]
 
 
 def host_volume(real: Real, name: str) -> None:
@@ -176,7 +231,7 @@ def test_without_coscheduling_a_run_s_pods_spread_over_the_real_nodes_and_with_i
         made: dict[bool, tuple[Runs, list[dict[str, Any]]]] = {}
         for opted_in in (False, True):
             labels = {names.NAMESPACE_LABEL: "true"} if opted_in else {}
-            ns = real.cluster.create_namespace(f"sp-{uuid.uuid4().hex[:6]}", labels=labels)
+            ns = real_.namespace(real, f"sp-{uuid.uuid4().hex[:6]}", labels)
             s = Runs(real.cluster, ns, stack.enter_context(PodRecorder(real.cluster, ns)))
             stack.callback(s.close)
             made[opted_in] = (s, [])
@@ -198,8 +253,7 @@ def test_policy_and_webhook_mode_both_pin_real_pods(real: Real) -> None:
     Service with the chart's TLS."""
     for mode in ("policy", "webhook"):  # the order the other scenarios leave and want
         install(real, mode)
-        ns = real.cluster.create_namespace(f"rm-{uuid.uuid4().hex[:6]}",
-                                           labels={names.NAMESPACE_LABEL: "true"})
+        ns = real_.namespace(real, f"rm-{uuid.uuid4().hex[:6]}", {names.NAMESPACE_LABEL: "true"})
         with PodRecorder(real.cluster, ns) as recorder:
             s = Runs(real.cluster, ns, recorder)
             realnode.local_volume(real.cluster, real.nodes.nodes[0], f"pv-{uuid.uuid4().hex[:6]}")
@@ -240,3 +294,24 @@ def test_a_rollout_restart_and_a_killed_leader_fail_no_pod_creation_through_the_
     for run in made:
         assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded")
         assert len({p.node for p in s.recorder.pods(run["metadata"]["uid"])}) == 1
+
+
+def test_a_large_step_image_is_pulled_at_its_size(real: Real) -> None:
+    """The image later comparisons pull (hundreds of MB no compression shrinks): in the lab's
+    registry, and a node's kubelet pulls it whole, as its size says."""
+    name, size = real_.large_image(real)
+    assert size > 300 * 10**6, size
+    ns = real_.namespace(real, f"big-{uuid.uuid4().hex[:6]}")
+    node = real.nodes.nodes[1].name
+    with real.cluster.api_client() as api:
+        core = client.CoreV1Api(api)
+        core.create_namespaced_pod(ns, {  # type: ignore[arg-type]
+            "metadata": {"name": "big"},
+            "spec": {"restartPolicy": "Never", "nodeSelector": {"kubernetes.io/hostname": node},
+                     "containers": [{"name": "c", "image": name,
+                                     "command": ["sh", "-c", "test -s /data/random"]}]}})
+        real.cluster.wait_for(lambda: core.read_namespaced_pod("big", ns).status.phase
+                              == "Succeeded", timeout=300, what="the large image pulled and run")
+    pulls = [p for p in real.nodes.pulled(node) if p.image == name]
+    print(f"{name}: {size / 2**20:.0f} MiB in the registry; {node} pulled {pulls}")
+    assert [p.bytes for p in pulls] == [size]

@@ -2,14 +2,16 @@
 
 python -m e2e.tools.demo_real [--keep]     (root; `make demo-real` builds what it needs first)
 
-Starts a throwaway local control plane and two real nodes (a kubelet with its own containerd,
-runc and CNI bridge each; kube-proxy), builds the project's image from the unchanged
-Dockerfile, `helm install`s the chart with it (two replicas, policy-mode admission), starts
-Tekton with its step images built here, and runs one PipelineRun whose first task writes a file
-into a volumeClaimTemplate workspace on a local volume, three tasks in parallel read it and add
+Starts a throwaway local control plane, a registry beside it and two real nodes (a kubelet with
+its own containerd, runc and CNI bridge each; kube-proxy), builds the project's image from the
+unchanged Dockerfile and pushes it with the other images into the registry, `helm install`s the
+chart with it (two replicas, policy-mode admission, the registry's pull secret), starts Tekton
+with its step images built here, and runs one PipelineRun whose first task writes a file into
+a volumeClaimTemplate workspace on a local volume, three tasks in parallel read it and add
 their own, and the last checks all four. Prints where every pod and volume went, the balloon's
-cgroup limits as the kernel holds them, and a verdict. Then stops everything and puts the host
-back as it was. Nothing is pulled and nothing leaves this machine.
+cgroup limits as the kernel holds them, what each node pulled, and a verdict. Then stops
+everything and puts the host back as it was. The nodes pull only from the lab's registry, and
+nothing leaves this machine.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ def run_once(made: real_.Real) -> bool:
     with step("helm install tekton-coscheduler from the image built here (policy mode)"):
         real_.install(made, "policy")
     replicas(made)
-    made.cluster.create_namespace(NAMESPACE, labels={names.NAMESPACE_LABEL: "true"})
+    real_.namespace(made, NAMESPACE, {names.NAMESPACE_LABEL: "true"})
     for node in made.nodes.nodes:  # a volume on each node: the scheduler chooses the anchor
         realnode.local_volume(made.cluster, node, f"{node.name}-disk")
     name = f"write-read-{uuid.uuid4().hex[:5]}"
@@ -76,6 +78,11 @@ def run_once(made: real_.Real) -> bool:
         balloon_cgroup(made, run["metadata"]["uid"])
     say(f"PipelineRun {name}: Succeeded={succeeded(run)} (its steps really ran: the last "
         "found the files of the other four on the shared volume)")
+    for node in made.nodes.nodes:
+        pulls = made.nodes.pulled(node.name)
+        say(f"{node.name} pulled {len(pulls)} images, {sum(p.bytes for p in pulls) / 2**20:.0f} "
+            f"MiB in {sum(p.seconds for p in pulls):.1f}s: "
+            + ", ".join(p.image.rsplit("/", 1)[-1] for p in pulls))
     return report(made.cluster, run) and succeeded(run) == "True"
 
 

@@ -1,6 +1,6 @@
-"""OCI image archives made from files on this machine, for a real node's containerd
-(`ctr images import`): no registry, no Docker. Standard library only, so that e2e/build.sh can
-run it with the system's python3 before any virtualenv exists:
+"""OCI image archives made from files on this machine, which the real-node lab pushes into its
+registry (registry.py): no Docker. Standard library only, so that e2e/build.sh can run it with
+the system's python3 before any virtualenv exists:
 
     python3 e2e/harness/cluster/images.py NAME OUT.tar [--entrypoint PATH] [--user UID]
         [--env K=V ...] FILE=PATH_IN_IMAGE ... [--busybox BUSYBOX]
@@ -15,12 +15,15 @@ import argparse
 import hashlib
 import io
 import json
+import os
+import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 LAYER = "application/vnd.oci.image.layer.v1.tar"
 CONFIG = "application/vnd.oci.image.config.v1+json"
@@ -41,6 +44,13 @@ def layer(files: Mapping[str, Path], links: Mapping[str, str] | None = None,
     """An uncompressed layer: each file at its path in the image (mode kept), symlinks, and
     empty directories (mode 1777 for /tmp), with every parent directory."""
     out = io.BytesIO()
+    write_layer(out, files, links, dirs)
+    return out.getvalue()
+
+
+def write_layer(out: IO[bytes], files: Mapping[str, Path], links: Mapping[str, str] | None = None,
+                dirs: Sequence[str] = ()) -> None:
+    """layer(), written to `out` as it goes (files of any size)."""
     made: set[str] = set()
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
 
@@ -61,30 +71,46 @@ def layer(files: Mapping[str, Path], links: Mapping[str, str] | None = None,
             tar.addfile(_info(d, type=tarfile.DIRTYPE, mode=mode))
         for target, source in sorted(files.items()):
             parents(target)
-            data = Path(source).read_bytes()
-            mode = Path(source).stat().st_mode & 0o7777
-            tar.addfile(_info(target, size=len(data), mode=mode), io.BytesIO(data))
+            stat = Path(source).stat()
+            with open(source, "rb") as data:
+                tar.addfile(_info(target, size=stat.st_size, mode=stat.st_mode & 0o7777), data)
         for target, points_to in sorted((links or {}).items()):
             parents(target)
             tar.addfile(_info(target, type=tarfile.SYMTYPE, linkname=points_to, mode=0o777))
-    return out.getvalue()
 
 
-def _blob(tar: tarfile.TarFile, data: bytes) -> dict[str, Any]:
-    digest = hashlib.sha256(data).hexdigest()
-    tar.addfile(_info(f"blobs/sha256/{digest}", size=len(data), mode=0o644), io.BytesIO(data))
-    return {"digest": f"sha256:{digest}", "size": len(data)}
+def _digest(data: bytes | Path) -> str:
+    if isinstance(data, bytes):
+        return hashlib.sha256(data).hexdigest()
+    digest = hashlib.sha256()
+    with open(data, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
-def write(out: Path, name: str, layers: Sequence[bytes], config: Mapping[str, Any]) -> str:
-    """The OCI image layout, as a tar `ctr images import` takes, named `name`; returns the
-    manifest's digest."""
+def _blob(tar: tarfile.TarFile, data: bytes | Path) -> dict[str, Any]:
+    digest = _digest(data)
+    size = len(data) if isinstance(data, bytes) else data.stat().st_size
+    info = _info(f"blobs/sha256/{digest}", size=size, mode=0o644)
+    if isinstance(data, bytes):
+        tar.addfile(info, io.BytesIO(data))
+    else:
+        with open(data, "rb") as f:
+            tar.addfile(info, f)
+    return {"digest": f"sha256:{digest}", "size": size}
+
+
+def write(out: Path, name: str, layers: Sequence[bytes | Path],
+          config: Mapping[str, Any]) -> str:
+    """The OCI image layout as a tar (skopeo's oci-archive, `ctr images import`), named
+    `name`; each layer is its uncompressed tar, in memory or a file. Returns the manifest's
+    digest."""
     image_config = {
         "architecture": "amd64",
         "os": "linux",
         "config": dict(config),
-        "rootfs": {"type": "layers",
-                   "diff_ids": [f"sha256:{hashlib.sha256(x).hexdigest()}" for x in layers]},
+        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{_digest(x)}" for x in layers]},
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as tar:
@@ -113,6 +139,30 @@ def busybox_links(busybox: Path) -> dict[str, str]:
     """/bin/<applet> -> busybox, for every applet the binary lists."""
     listed = subprocess.run([str(busybox), "--list"], capture_output=True, text=True, check=True)
     return {f"/bin/{a}": "busybox" for a in listed.stdout.split() if a and a != "busybox"}
+
+
+def large(out: Path, name: str, megabytes: int, busybox: Path) -> None:
+    """An image of busybox (one layer) and `megabytes` MB of random bytes in /data (another):
+    data no compression shrinks, so that pulling it costs its size, as big toolchain images
+    do. Built beside `out` in a temporary directory, as it goes (never whole in memory)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="large-image-", dir=out.parent))
+    try:
+        data = work / "random"
+        with open(data, "wb") as f:
+            for _ in range(megabytes):
+                f.write(os.urandom(1 << 20))
+        base, big = work / "busybox.tar", work / "data.tar"
+        with open(base, "wb") as f:
+            write_layer(f, {"/bin/busybox": busybox}, busybox_links(busybox), dirs=["/tmp"])
+        with open(big, "wb") as f:
+            write_layer(f, {"/data/random": data})
+        data.unlink()
+        partial = work / "image.tar"
+        write(partial, name, [base, big], {"Env": ["PATH=/bin"], "Entrypoint": ["/bin/sh"]})
+        partial.rename(out)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def main(argv: Sequence[str]) -> int:

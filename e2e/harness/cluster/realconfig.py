@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from . import realimages
 from .processes import free_port
 from .realhost import POD_NETWORK
 
@@ -49,8 +50,10 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.tracing.processor
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = "{pause}"
   [plugins.'io.containerd.cri.v1.images'.registry]
-    # Every registry mapped to a closed port on loopback (hosts/_default): a pull fails at
-    # once, and never looks a name up or sends a packet beyond the machine.
+    # The registries the lab serves mapped to its registry (hosts/<name>: mirror below), every
+    # other one to a closed port on loopback (hosts/_default): no pull looks a name up or
+    # sends a packet beyond the machine. No credentials here: containerd would send them for
+    # every pull without a pod's own, and a pod without the pull secret would get its image.
     config_path = "{base / 'hosts'}"
 
 [plugins.'io.containerd.cri.v1.runtime']
@@ -76,10 +79,27 @@ HOSTS_TOML = 'server = "https://127.0.0.1:9"\n[host."https://127.0.0.1:9"]\n' \
     '  capabilities = ["pull", "resolve"]\n'
 
 
+def mirror(lab: str, registry: str, ca: Path) -> str:
+    """hosts.toml for one registry host the lab serves (hosts/<registry>/): its images come
+    from the lab's registry at `lab`, under the path of their whole name (override_path), over
+    TLS with the lab's CA. The lab is the `server`, the one host tried: were it a [host]
+    entry instead, containerd would try the default server next, the registry's real one."""
+    return (f'server = "https://{lab}/v2/{registry}"\noverride_path = true\n'
+            f'capabilities = ["pull", "resolve"]\nca = "{ca}"\n')
+
+
+def hosts(lab: str, ca: Path) -> dict[str, str]:
+    """containerd's registry configuration, a hosts.toml per directory: each registry host the
+    lab serves mapped to the lab's registry at `lab`, every other one to a closed port."""
+    return {"_default": HOSTS_TOML,
+            **{registry: mirror(lab, registry, ca) for registry in realimages.REGISTRIES}}
+
+
 def kubelet(address: str, ca: Path, cgroup_root: str, root: Path, socket: Path) -> dict[str, Any]:
     """A kubelet on this host: cgroupfs on a v1/v2 hybrid (1.35+ refuses v1 unless told), its
-    own cgroup root, no OOM score it may not set, pods' resolv.conf empty, no image GC (the
-    images were imported, none can be pulled)."""
+    own cgroup root, no OOM score it may not set, pods' resolv.conf empty, no image GC (every
+    node's images share the host's disk, whose use says nothing of one node's; and what a node
+    pulled stays there, as the comparisons of what runs pulled need)."""
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",

@@ -3,11 +3,16 @@ plugin), and one kube-proxy for the host. What users install runs there as real 
 
 Everything stays on this machine (realhost.py: the API server's address, the pod network's
 routes and rules); each node's pods get a bridge and a /24 of 10.88.0.0/16, the bridge plugin
-does not masquerade, pods get an empty resolv.conf, and containerd pulls nothing (every
-registry is mapped to a closed local port) and keeps its network namespaces in its own state
-directory. stop() deletes the nodes' pods through the API (so that the kubelet tears their
-sandboxes down), stops what it started by its process id, and puts back every link, rule,
-sysctl, mount and cgroup the harness changed.
+does not masquerade, pods get an empty resolv.conf, and containerd pulls only from the lab's
+registry (registry.py: the registry hosts it serves are mapped to it, every other one to a
+closed local port) and keeps its network namespaces in its own state directory. Pods pull
+with their pull secrets; the one image containerd pulls itself, its pinned sandbox image, the
+node pulls once as it boots, with the lab's credentials (as cloud providers' nodes pull their
+pause): containerd's own registry credentials would serve every pod that has no secret.
+
+stop() deletes the nodes' pods through the API (so that the kubelet tears their sandboxes
+down), stops what it started by its process id, and puts back every link, rule, sysctl, mount
+and cgroup the harness changed.
 """
 
 from __future__ import annotations
@@ -18,18 +23,19 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 from kubernetes import client
 
-from . import realconfig, realhost
+from . import realconfig, realhost, realimages, realpulls
 from .api import ClusterApi
 from .processes import ManagedProcess, wait_until
 from .realhost import HostNetwork
-from .versions import find_binary, read_versions
+from .realpulls import Pulled
+from .registry import LabRegistry, local_env
+from .versions import find_binary
 
 LABEL = "e2e.tekton-coscheduler.dev/real-node"
 # containerd's shims put their sockets here whatever containerd started them.
@@ -47,6 +53,7 @@ class RealNode:
     bridge: str
     containerd: ManagedProcess | None = None
     kubelet: ManagedProcess | None = None
+    booted: list[Pulled] = field(default_factory=list)  # what the node pulled as it booted
 
     @property
     def socket(self) -> Path:
@@ -60,8 +67,10 @@ class RealNode:
         return realhost.run(str(find_binary("ctr")), "--address", str(self.socket), "--namespace",
                     "k8s.io", *args, check=check)
 
-    def import_image(self, archive: Path) -> None:
-        self.ctr("images", "import", "--no-unpack=false", str(archive))
+    @property
+    def hosts(self) -> Path:
+        """containerd's registry configuration: a directory per registry host."""
+        return self.root / "containerd" / "hosts"
 
     def process(self, container_id: str) -> int:
         """The host pid of a running container's first process (as `ctr tasks ls` shows)."""
@@ -76,8 +85,9 @@ class RealNodes:
     """Real nodes of a local control plane whose API server listens on API_ADDRESS."""
 
     def __init__(self, cluster: ClusterApi, network: HostNetwork, run_dir: Path, logs_dir: Path,
-                 ca: Path, kubeconfig: Path) -> None:
+                 ca: Path, kubeconfig: Path, registry: LabRegistry) -> None:
         self.cluster = cluster
+        self.registry = registry
         self.run_dir = run_dir
         self.logs_dir = logs_dir
         self.ca = ca
@@ -101,8 +111,8 @@ class RealNodes:
                                     self.logs_dir / "kube-proxy.log")
         self.proxy.start()
 
-    def add(self, images: Iterable[Path] = ()) -> RealNode:
-        """A real node, Ready, with these image archives imported into its containerd."""
+    def add(self) -> RealNode:
+        """A real node, Ready, its sandbox image pulled; it pulls every other as pods ask."""
         if not self.nodes:
             self.start_proxy()
         index = len(self.nodes)
@@ -110,8 +120,7 @@ class RealNodes:
         node = RealNode(f"real-{index}", index, self.run_dir / f"real-{index}", address, bridge)
         self.nodes.append(node)
         self._containerd(node)
-        for archive in images:
-            node.import_image(archive)
+        self._pull_sandbox(node)
         self._kubelet(node)
         self.cluster.wait_for(lambda: self._ready(node.name), timeout=120,
                               what=f"real node {node.name} Ready")
@@ -128,23 +137,41 @@ class RealNodes:
     def _containerd(self, node: RealNode) -> None:
         base = node.root / "containerd"
         cni = node.root / "cni"
-        for d in (base / "root", base / "state", cni / "net.d", base / "hosts" / "_default"):
+        for d in (base / "root", base / "state", cni / "net.d"):
             d.mkdir(parents=True, exist_ok=True)
-        (base / "hosts" / "_default" / "hosts.toml").write_text(realconfig.HOSTS_TOML)
+        for name, text in realconfig.hosts(self.registry.host, self.registry.ca).items():
+            (node.hosts / name).mkdir(parents=True, exist_ok=True)
+            (node.hosts / name / "hosts.toml").write_text(text)
         (cni / "net.d" / "10-tcs.conflist").write_text(json.dumps(realconfig.cni(
             f"tcs-{node.name}", node.bridge, node.index, node.address, cni / "ipam")))
-        pause = f"registry.k8s.io/pause:{read_versions()['PAUSE_VERSION']}"
         config = realconfig.containerd(base, node.socket, find_binary("bridge").parent,
-                                       cni / "net.d", pause)
+                                       cni / "net.d", realimages.sandbox())
         path = base / "config.toml"
         path.write_text(config)
-        env = {**os.environ, "PATH": f"{find_binary('containerd').parent}:{os.environ['PATH']}"}
+        env = local_env(PATH=f"{find_binary('containerd').parent}:{os.environ['PATH']}")
         node.containerd = ManagedProcess(f"containerd-{node.name}", [
             str(find_binary("containerd")), f"--config={path}", "--log-level=warn"],
             self.logs_dir / f"containerd-{node.name}.log", env=env)
         node.containerd.start()
         wait_until(lambda: node.socket.exists() and node.ctr("version", check=False).returncode
                    == 0, timeout=60, what=f"containerd of {node.name}", process=node.containerd)
+
+    def _pull_sandbox(self, node: RealNode) -> None:
+        """The pinned sandbox image, through the node's registry configuration, with the lab's
+        credentials (on ctr's command line: they are the lab's own, made for this lab)."""
+        image, creds = realimages.sandbox(), self.registry.credentials
+        started = time.monotonic()
+        out = node.ctr("images", "pull", "--hosts-dir", str(node.hosts), "--user",
+                       f"{creds.username}:{creds.password}", image, check=False)
+        if out.returncode != 0:
+            raise RuntimeError(f"{node.name} could not pull {image}: {out.stderr.strip()}")
+        node.booted.append(Pulled(image, self.registry.size(image),
+                                  time.monotonic() - started, node.name))
+
+    def pulled(self, node: str | None = None) -> list[Pulled]:
+        """What the nodes (or this one) pulled: as they booted, then as their kubelets said."""
+        booted = [p for n in self.nodes if node in (None, n.name) for p in n.booted]
+        return booted + realpulls.pulled(self.cluster, node)
 
     def _kubelet(self, node: RealNode) -> None:
         kdir = node.root / "kubelet"

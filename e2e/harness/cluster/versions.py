@@ -83,13 +83,16 @@ COMPONENTS = {
     "karpenter": Component(
         "karpenter", "KARPENTER_VERSION", ("karpenter-kwok",), (), module="sigs.k8s.io/karpenter"
     ),
-    # A real node (e2e/harness/cluster/realnode.py); images are archives in the cache only.
+    # A real node (e2e/harness/cluster/realnode.py) and the registry it pulls from; images are
+    # archives in the cache, pushed into that registry.
     "containerd": Component("containerd", "CONTAINERD_VERSION",
                             ("containerd", "ctr", "containerd-shim-runc-v2"), ("--version",)),
     "cni": Component("cni", "CNI_PLUGINS_VERSION", ("bridge", "loopback", "host-local", "portmap"),
                      (), module="github.com/containernetworking/plugins"),
     "kubelet": Component("kubelet", "KUBERNETES_VERSION", ("kubelet", "kube-proxy"),
                          ("--version",)),
+    "registry": Component("registry", "REGISTRY_VERSION", ("registry",), (),
+                          module="github.com/distribution/distribution/v3"),
 }
 COMPONENT_OF = {b: c for c in COMPONENTS.values() for b in c.binaries}
 
