@@ -104,8 +104,8 @@ def replicas(
     finally:
         if config is not None and pool.first is not None:
             pool.first.unregister_webhook(config)
-        for replica in live:
-            replica.stop(grace=pool.drain + 15)
+        for replica in live:  # unregistered and unloaded: a drain here would prove nothing
+            replica.kill()
         pool.service.stop()
 
 
