@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from controller.core import podrequests, tekton
 from controller.core.notices import Notice
 from controller.core.pods import HOSTNAME
 
@@ -60,6 +61,22 @@ class RunPod:
     def holds_the_node(self) -> bool:
         """A pod that still runs (or is about to) where it is bound keeps its volume there."""
         return bool(self.node) and self.phase not in TERMINAL_PHASES
+
+
+def run_pod(pod: Mapping[str, Any]) -> RunPod:
+    """A TaskRun pod as the decision (and the pod index) reads it."""
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    try:
+        requests = podrequests.of_pod(pod)
+    except ValueError:  # the API server accepted it, so this cannot be; count nothing
+        requests = {}
+    return RunPod(
+        str(meta.get("name") or ""),
+        str(spec.get("nodeName") or ""),
+        str((pod.get("status") or {}).get("phase") or "Pending"),
+        str((meta.get("labels") or {}).get(tekton.LABEL_PIPELINE_TASK) or ""),
+        requests,
+    )
 
 
 @dataclass(frozen=True)

@@ -116,6 +116,11 @@ class Kube(Api):
         selector = f"{names.BALLOON_SELECTOR},{names.LABEL_RUN_UID}={run_uid}"
         return self.items(self.core.list_namespaced_pod, namespace, label_selector=selector)
 
+    def list_run_pods(self, namespace: str, run_name: str) -> list[Obj]:
+        """The TaskRun pods of a run, as the API server has them now."""
+        selector = f"{tekton.LABEL_PIPELINE_RUN}={run_name},{tekton.LABEL_TASK_RUN}"
+        return self.items(self.core.list_namespaced_pod, namespace, label_selector=selector)
+
     def annotate_statefulset(
         self, namespace: str, name: str, annotations: Mapping[str, str]
     ) -> None:

@@ -65,6 +65,7 @@ class Intake:
         self._stopped = threading.Event()
         self.version = ""  # where the next watch resumes; "" to be sent everything again
         self._relist = False  # the version is too old: list before watching again
+        self._expired = False  # the last ERROR was 410 Gone
         self.known: dict[str, Obj] = {}  # uid -> what a deletion of it needs, of those handed on
         counter = (metrics or Metrics()).watch_events
         self._counted = {True: counter.labels(watch=name, decoded="true"),
@@ -82,15 +83,20 @@ class Intake:
 
     def watch_once(self) -> bool:
         """One watch request, to its end: the server's timeout or stop (True), or an ERROR
-        event (False); after a list if the last ended on 410 Gone or an ERROR."""
-        if self._relist:
+        event (False); after a list if the last ended on 410 Gone or an ERROR. A watch resumed
+        from a version the API server no longer keeps (410: a restarted API server's fresh
+        watch cache) is listed again at once (True): the server answered, only the version was
+        old, and a pause there kept the caches stale seconds after the API server was back.
+        The same right after a list is a failure like any other."""
+        listed = self._relist
+        if listed:
             self.relist()
         resp = open_watch(self._list_fn, self._args, self.version, self._watch_seconds,
                           self._timeout, **self._kwargs)
         try:
             for line in lines(resp.stream(amt=None, decode_content=False)):
                 if not self._take(line):
-                    return False
+                    return self._expired and not listed
                 if self._stopped.is_set():
                     break
         finally:
@@ -110,7 +116,7 @@ class Intake:
         if kind == "ERROR":  # 410 Gone (the version is too old) and friends: list again
             log.info("watch restarts", watch=self.name, status=obj.get("code"),
                      reason=obj.get("reason"))
-            self._relist = True
+            self._relist, self._expired = True, obj.get("code") == 410
             return False
         self.version = (obj.get("metadata") or {}).get("resourceVersion") or self.version
         if kind != "BOOKMARK":

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from kubernetes.client.exceptions import ApiException
 
 from controller.core.lease import Observed, claimed, may_take, observe
 from controller.core.times import micro_time
+from controller.kube import errors
 from controller.kube.client import Kube
 from controller.kube.fencing import Leadership
 
@@ -126,10 +126,15 @@ class LeaderElector:
                 return
 
     async def _round(self) -> bool:
+        """One round off the event loop; any failure is a round that did not renew (a refused
+        connection too: urllib3's errors are no OSError, and ended the Lease loop at once, so a
+        leader let its Lease go at the API server's first blip instead of its renew deadline)."""
         try:
             return await asyncio.to_thread(self.try_hold)
-        except (ApiException, OSError) as exc:
-            log.warning("lease round failed", error=repr(exc))
+        except Exception as exc:
+            failure = errors.classify(exc)
+            (log.exception if failure.bug else log.warning)(
+                "lease round failed", reason=failure.reason, error=repr(exc))
             return False
 
     def release(self) -> None:
@@ -146,5 +151,5 @@ class LeaderElector:
                 )
                 self.kube.replace_lease(lease)
                 log.info("leadership released", lease=f"{self.namespace}/{self.name}")
-        except (ApiException, OSError) as exc:
+        except Exception as exc:  # the API server may be what stops us: the Lease runs out
             log.warning("could not release the lease", error=repr(exc))

@@ -5,18 +5,21 @@ core/nodes.py says whether the node can still keep the anchor and core/anchor.py
 anchor moves. Moving is deleting the balloon pod (no grace on a node that will not confirm);
 its StatefulSet makes a new one and Placement says AnchorMoved once it is bound. An anchor
 that must stay is said on the run (AnchorNodeUnavailable) and looked at again every few seconds,
-so that it moves as soon as the pods holding it end.
+so that it moves as soon as the pods holding it end. A move is decided on the pod index, then
+confirmed with the run's pods as the API server has them: the index may not have shown yet a
+task that runs there (a new leader's pod watch replaying the cluster).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import structlog
 
-from controller.core import anchor, nodes
+from controller.core import anchor, nodes, tekton
 from controller.kube.client import ApiError, Kube, api_message
 from controller.metrics import Metrics
 from controller.operator.notify import Notifier, pipelinerun_ref
@@ -85,12 +88,21 @@ class AnchorGuard:
             claims = {
                 claim: self._mobility(pod.namespace, claim, pod.node) for claim in pod.claims
             }
-        except ApiError as exc:
-            log.warning("claims of an anchor not read", error=api_message(exc), run=run_uid)
+            situation = anchor.Situation(pod.run_name, pod.node, reason,
+                                         self.index.run_pods(run_uid), claims)
+            decision = anchor.decide(situation)
+            if decision.verb is anchor.Verb.MOVE:
+                # The pod index holds what the pod watch has shown so far: a new leader's fills
+                # while its node watch may already say NotReady, and a pod's binding may wait
+                # in the queue. Before the balloon pod goes, the API server says which pods of
+                # the run run there now.
+                there = self._run_pods(pod.namespace, pod.run_name, run_uid)
+                decision = anchor.decide(replace(situation, pods=there))
+        except ApiError as exc:  # looked at again with the blocked ones
+            log.warning("anchor not decided: a read failed", error=api_message(exc), run=run_uid)
+            with self._lock:
+                self._blocked[run_uid] = pod.node
             return
-        decision = anchor.decide(
-            anchor.Situation(pod.run_name, pod.node, reason, self.index.run_pods(run_uid), claims)
-        )
         ref = pipelinerun_ref(pod.run_name, pod.namespace, run_uid)
         if decision.verb is anchor.Verb.STAY:
             with self._lock:
@@ -107,6 +119,13 @@ class AnchorGuard:
             self.kube.delete_pod(pod.namespace, pod.name, pod.uid, 0 if decision.force else None)
         except ApiError as exc:
             log.warning("anchor not moved", error=api_message(exc), run=run_uid)
+
+    def _run_pods(self, namespace: str, run_name: str, run_uid: str) -> list[anchor.RunPod]:
+        pods = self.kube.list_run_pods(namespace, run_name)
+        runs = [tekton.task_run_pod_run((p.get("metadata") or {}).get("labels") or {})
+                for p in pods]
+        return [anchor.run_pod(p) for p, run in zip(pods, runs, strict=True)
+                if run is not None and run.uid in ("", run_uid)]
 
     def _mobility(self, namespace: str, claim: str, node: str) -> anchor.Mobility:
         pvc = self.kube.get_pvc(namespace, claim)

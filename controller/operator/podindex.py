@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.core import affinity, names, podrequests, tekton
+from controller.core import affinity, anchor, names, tekton
 from controller.core import progress as run_progress
 from controller.core.anchor import RunPod
 from controller.core.pods import scheduled_condition
@@ -176,18 +176,7 @@ class PodIndex:
                 self._wait(run.uid, state, pod_uid, None)
                 return run.uid
             node = str(spec.get("nodeName") or "")
-            phase = str((pod.get("status") or {}).get("phase") or "Pending")
-            try:
-                requests = podrequests.of_pod(pod)
-            except ValueError:  # the API server accepted it, so this cannot be; count nothing
-                requests = {}
-            state.pods[pod_uid] = RunPod(
-                str(meta.get("name") or ""),
-                node,
-                phase,
-                str((meta.get("labels") or {}).get(tekton.LABEL_PIPELINE_TASK) or ""),
-                requests,
-            )
+            state.pods[pod_uid] = anchor.run_pod(pod)
             waiting, message, since = _unschedulable(pod)
             old = state.waiting.get(pod_uid)
             self._wait(run.uid, state, pod_uid, Waiting(

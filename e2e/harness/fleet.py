@@ -16,11 +16,12 @@ from e2e.harness.coscheduler import Coscheduler
 class Fleet:
     """The operator's replicas: the one installed, and standbys with its settings."""
 
-    def __init__(self, cluster: LocalCluster, first: Coscheduler, standbys: int = 2) -> None:
+    def __init__(self, cluster: LocalCluster, first: Coscheduler, standbys: int = 2,
+                 name: str = "standby") -> None:
         self.cluster = cluster
         self.replicas = [first] + [
-            Coscheduler(cluster, env_overrides=first.env_overrides, name=f"standby-{i}",
-                        kubeconfig=first.kubeconfig)
+            Coscheduler(cluster, env_overrides=first.env_overrides, name=f"{name}-{i}",
+                        kubeconfig=first.kubeconfig, source=first.source)
             for i in range(standbys)
         ]
         self.killed: dict[Path, float] = {}  # a replica's log -> when it was killed

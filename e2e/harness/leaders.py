@@ -10,10 +10,11 @@ timestamps share one clock.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 LEADING, WRITE = "leading", "api write"
 ENDS = frozenset({"leadership lost", "leadership released", "waiting for leadership"})
@@ -24,12 +25,11 @@ class Line:
     at: float  # seconds since the epoch
     event: str
     who: str | None  # the identity that took the Lease, or the holder a write acts as
+    what: str = ""  # a write's verb and resource: "create statefulsets"
 
 
-def read(path: Path) -> list[Line]:
-    """The lines of one replica's log that tell who leads; other lines (and non-JSON output)
-    are skipped."""
-    lines = []
+def entries(path: Path) -> Iterator[dict[str, Any]]:
+    """Every JSON line of one process's log; other output is skipped."""
     for raw in path.read_text(errors="replace").splitlines():
         if not raw.startswith("{"):
             continue
@@ -37,10 +37,25 @@ def read(path: Path) -> list[Line]:
             entry = json.loads(raw)
         except ValueError:
             continue
+        if isinstance(entry, dict) and "timestamp" in entry:
+            yield entry
+
+
+def stamp(entry: dict[str, Any]) -> float:
+    """A line's time, in seconds since the epoch."""
+    return datetime.fromisoformat(str(entry["timestamp"]).replace("Z", "+00:00")).timestamp()
+
+
+def read(path: Path) -> list[Line]:
+    """The lines of one replica's log that tell who leads; other lines (and non-JSON output)
+    are skipped."""
+    lines = []
+    for entry in entries(path):
         event = entry.get("event")
         if event in (LEADING, WRITE) or event in ENDS:
-            at = datetime.fromisoformat(entry["timestamp"].replace("Z", "+00:00")).timestamp()
-            lines.append(Line(at, event, entry.get("identity") or entry.get("holder")))
+            what = f"{entry.get('verb')} {entry.get('resource')}" if event == WRITE else ""
+            lines.append(Line(stamp(entry), event, entry.get("identity") or entry.get("holder"),
+                              what))
     return lines
 
 
@@ -106,3 +121,28 @@ def longest_gap(
         if reach >= end:
             break
     return max(gap, end - reach)
+
+
+def of_logs(paths: Iterable[Path]) -> list[Line]:
+    """The lines of several processes' logs (a replica's successive processes), oldest first."""
+    return sorted((x for p in paths for x in read(p)), key=lambda x: x.at)
+
+
+def first_leading(lines: Iterable[Line], after: float = 0.0) -> Line | None:
+    """The first `leading` line after `after`."""
+    return next((x for x in lines if x.event == LEADING and x.at > after), None)
+
+
+def writes(lines: Iterable[Line], start: float, end: float = float("inf"),
+           who: str | None = "") -> list[Line]:
+    """The writes logged in (start, end) by holder `who` ("": whoever, None: no holder)."""
+    return [x for x in lines if x.event == WRITE and start < x.at < end
+            and (who == "" or x.who == who)]
+
+
+def counted(lines: Iterable[Line]) -> str:
+    """Writes counted by what they were: `1 patch pipelineruns, 3 create statefulsets`."""
+    counts: dict[str, int] = {}
+    for x in lines:
+        counts[x.what] = counts.get(x.what, 0) + 1
+    return ", ".join(f"{n} {what}" for what, n in sorted(counts.items()))

@@ -102,7 +102,7 @@ def coscheduler(cluster: ClusterHandle, nodes: list[str]) -> Iterator[Coschedule
         # loopback. On kind the chart runs in the cluster instead: e2e/tests/test_kind_install.py.
         pytest.skip("operator scenarios run on the local or an existing on-host control plane")
     tekton_cluster.install(cluster, None)  # Tekton's CRDs and ConfigMaps (coschedule: disabled)
-    operator = release.deploy(cluster)
+    operator = release.deploy(cluster, code=release.code_under_test())
     try:
         yield operator
     finally:

@@ -108,7 +108,7 @@ def test_the_watch_resumes_from_the_last_version_and_lists_again_after_an_error(
                     [gone], [event("MODIFIED", run("team-a", "a", "12"))])
     taken, got = intake(server, {"team-a"})  # type: ignore[arg-type]
     assert taken.watch_once()
-    assert not taken.watch_once()  # the ERROR
+    assert taken.watch_once()  # 410 Gone: the server is there, the list comes at once
     server.listing = Listing([run("team-a", "a", "9"), run("other", "c", "10")], "11")
     assert taken.watch_once()
     # from the start (every object sent as ADDED), from 8, a list, then from the list's 11
@@ -146,3 +146,17 @@ def test_a_version_too_old_is_followed_by_a_list_and_the_watch_from_there() -> N
     taken.run()
     assert [c.get("resource_version") for c in calls] == ["3", None, "20"]
     assert calls[1].get("watch") is None  # a list, then the watch from its version
+
+
+def test_a_watch_gone_again_right_after_a_list_waits_as_a_failure() -> None:
+    """A 410 on a resumed watch is listed again at once; one on the watch from a version just
+    listed is the API server failing, and waits out the pause like any failure (no loop of
+    lists)."""
+    gone = b'{"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired"}}\n'
+    broken = b'{"type":"ERROR","object":{"kind":"Status","code":500,"reason":"InternalError"}}\n'
+    server = Server([gone], [gone], [broken])
+    taken, _ = intake(server, {"team-a"})  # type: ignore[arg-type]
+    taken.version = "5"
+    assert taken.watch_once()  # resumed from 5: gone, list again at once
+    assert not taken.watch_once()  # listed, and gone again: a failure
+    assert not taken.watch_once()  # listed again; any other ERROR is a failure too

@@ -9,6 +9,9 @@ import threading
 import time
 from typing import Any
 
+import pytest
+import urllib3
+
 from controller.kube.fencing import Leadership
 from controller.kube.leadership import LeaderElector
 
@@ -102,3 +105,29 @@ def test_each_renewal_grants_the_token_until_the_renew_deadline_and_losing_revok
     assert token.until == 105.0 + a.renew_deadline and token.holder == "a"
     a.release()
     assert token.holder is None
+
+
+def test_a_holder_the_api_server_refuses_for_a_moment_keeps_leading() -> None:
+    """A refused connection (the API server restarting; urllib3's error, not an OSError) is a
+    round that did not renew, tried again until the renew deadline: it ended the Lease loop at
+    once, and a leader gave its Lease up at the first refusal."""
+    leases = Leases()
+    elector = LeaderElector(leases, "ns", "lease", "a", duration=5)  # type: ignore[arg-type]
+    assert elector.try_hold()
+    refusals = [urllib3.exceptions.MaxRetryError(None, "/lease", OSError("refused"))]  # type: ignore[arg-type]
+    answer = leases.get_lease
+
+    def refusing(namespace: str, name: str) -> dict[str, Any] | None:
+        if refusals:
+            raise refusals.pop()
+        return answer(namespace, name)
+
+    leases.get_lease = refusing  # type: ignore[method-assign]
+
+    async def hold() -> None:
+        await asyncio.wait_for(elector.hold(), timeout=3 * elector.retry)
+
+    with pytest.raises(TimeoutError):  # still holding, three rounds on
+        asyncio.run(hold())
+    assert not refusals and leases.lease is not None
+    assert leases.lease["spec"]["holderIdentity"] == "a"

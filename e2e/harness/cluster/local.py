@@ -79,13 +79,14 @@ class LocalCluster(ClusterHandle):
         super().__enter__()
         return self
 
-    def restart(self, name: str) -> float:
-        """Stops a component of the control plane (SIGTERM, as a static pod's restart does) and
+    def restart(self, name: str, grace: float = 10.0) -> float:
+        """Stops a component of the control plane (SIGTERM, as a static pod's restart does,
+        SIGKILL after `grace` seconds: a kube-apiserver holds its watches open until then) and
         starts it again with the same flags and port; returns once it is healthy, with the
         seconds it was away."""
         proc = next(p for p in self.processes if p.name == name)
         t0 = time.monotonic()
-        proc.stop()
+        proc.stop(grace)
         proc.start()
         wait_until(self._healthy[name], timeout=self.start_timeout, what=f"{name} healthy again",
                    process=proc)

@@ -1,0 +1,98 @@
+"""Anchors on nodes that go away (operator/anchors.py): a move is decided on the pod index and
+confirmed with the API server before the balloon pod goes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.core import balloon
+from controller.kube.client import ApiError
+from controller.metrics import Metrics
+from controller.operator.anchors import AnchorGuard
+from controller.operator.podindex import PodIndex
+from tests import factories
+from tests.operator.test_placement import balloon_pod, task_pod
+
+BALLOON_POD = f"{balloon.balloon_name(factories.RUN_UID)}-0"
+
+
+class Kube:
+    """The API server as the guard asks it: claims, volumes, the run's pods; deletions kept."""
+
+    def __init__(self, pods: list[dict[str, Any]]) -> None:
+        self.pods = pods
+        self.failing: ApiError | None = None
+        self.deleted: list[str] = []
+
+    def get_pvc(self, namespace: str, name: str) -> None:
+        return None
+
+    def get_pv(self, name: str) -> None:
+        return None
+
+    def list_run_pods(self, namespace: str, run_name: str) -> list[dict[str, Any]]:
+        if self.failing is not None:
+            raise self.failing
+        return self.pods
+
+    def delete_pod(self, namespace: str, name: str, uid: str, grace: int | None = None) -> None:
+        self.deleted.append(name)
+
+
+class Said:
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+
+    def tell(self, involved: Any, notice: Any, key: Any) -> None:
+        self.reasons.append(notice.reason)
+
+    def forget(self, key: Any, reason: str) -> None:
+        pass
+
+
+class Placement:
+    def expect_move(self, run_uid: str, node: str, why: str) -> None:
+        pass
+
+
+def guard(kube: Kube, said: Said | None = None) -> AnchorGuard:
+    """A guard whose pod index knows the run's balloon pod on n1, and none of its tasks."""
+    index = PodIndex()
+    index.balloon_event(balloon_pod("b1", "n1"), deleted=False)
+    return AnchorGuard(kube, index, Placement(), Metrics(), said or Said())  # type: ignore[arg-type]
+
+
+def not_ready(name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name},
+            "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}
+
+
+def test_a_task_the_pod_watch_has_not_shown_yet_keeps_the_anchor() -> None:
+    """A new leader's pod index fills as its pod watches replay the cluster, while its node
+    watch may already say the anchor's node is NotReady: the balloon pod is known, the task that
+    runs beside it not yet. The API server, asked before the balloon pod goes, says it runs
+    there: the anchor stays, and the run is told why. (It was moved: a running task separated
+    from its volume.)"""
+    kube, said = Kube([task_pod("fetch", "n1")]), Said()
+    guard(kube, said).on_node(not_ready("n1"))
+    assert kube.deleted == []
+    assert said.reasons == ["AnchorNodeUnavailable"]
+
+
+def test_an_anchor_no_pod_of_its_run_holds_moves_at_once() -> None:
+    finished = task_pod("fetch", "n1")
+    finished["status"] = {"phase": "Succeeded"}
+    kube = Kube([finished, task_pod("build", "n2")])
+    guard(kube).on_node(not_ready("n1"))
+    assert kube.deleted == [BALLOON_POD]
+
+
+def test_an_anchor_whose_pods_cannot_be_read_stays_and_is_looked_at_again() -> None:
+    kube = Kube([])
+    kube.failing = ApiError(status=503, reason="Service Unavailable")
+    watched = guard(kube)
+    watched.on_node(not_ready("n1"))
+    assert kube.deleted == []
+    kube.failing = None
+    watched.recheck()
+    assert kube.deleted == [BALLOON_POD]
