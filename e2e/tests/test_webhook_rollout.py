@@ -103,14 +103,16 @@ def replicas(
         )
         yield pool, live
     finally:
-        if config is not None and pool.first is not None:
-            pool.first.unregister_webhook(config)
-        # Drained together, not one after another: the API server may still call the webhook
-        # it has yet to see unregistered (Tekton's pods of the runs above), and a killed
-        # replica would fail those calls.
-        with ThreadPoolExecutor(max(1, len(live))) as stopping:
-            list(stopping.map(lambda r: r.stop(grace=pool.drain + 15), live))
-        pool.service.stop()
+        try:
+            if config is not None and pool.first is not None:
+                pool.first.unregister_webhook(config)
+            # Drained together, not one after another: the API server may still call the
+            # webhook it has yet to see unregistered (Tekton's pods of the runs above), and a
+            # killed replica would fail those calls.
+            with ThreadPoolExecutor(max(1, len(live))) as stopping:
+                list(stopping.map(lambda r: r.stop(grace=pool.drain + 15), live))
+        finally:
+            pool.service.stop()  # its rules go whatever happened above
 
 
 def leader(cluster: ClusterHandle, replicas: list[Coscheduler]) -> Coscheduler:
