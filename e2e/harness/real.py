@@ -133,10 +133,10 @@ def install(real: Real, mode: str) -> None:
     else:  # the first install: the pull secret goes first (the release's namespace stays)
         real.cluster.create_namespace(NAMESPACE)
         pull_secret(real, NAMESPACE)
-    repository_, _, tag = real.image.name.rpartition(":")
+    image_repository, tag = repository(real.image.name)
     secrets = [{"name": PULL_SECRET}]
     chart.install(real.cluster, "", "", {
-        "admission.mode": mode, "image.repository": repository_, "image.tag": tag,
+        "admission.mode": mode, "image.repository": image_repository, "image.tag": tag,
         "image.pullPolicy": "IfNotPresent", "imagePullSecrets": secrets,
         "config.balloon.imagePullSecrets": secrets}, keep_deployment=True)
     real.mode = mode
