@@ -105,7 +105,7 @@ class Serial(Generic[Event]):
         with self._cond:
             return not any(k in self._pending or k in self._busy for k in keys)
 
-    def _next(self) -> tuple[str, Event] | None:
+    def _next(self) -> tuple[str, Event, int] | None:
         with self._cond:
             while True:
                 now = self._clock()
@@ -121,7 +121,7 @@ class Serial(Generic[Event]):
                     self._readied.discard(key)
                     self._busy.add(key)
                     self._since.pop(key, None)
-                    return key, self._pending.pop(key)
+                    return key, self._pending.pop(key), self._failures.get(key, 0)
                 self._cond.wait(self._later[0][0] - now if self._later else None)
 
     def _done(self, key: str, event: Event, failure: errors.Failure | None) -> None:
@@ -146,8 +146,9 @@ class Serial(Generic[Event]):
 
     def _work(self) -> None:
         while (taken := self._next()) is not None:
-            key, event = taken
+            key, event, failed = taken
             failure = None
+            errors.failed_before.set(failed)  # for errors.worth_saying, in this thread
             try:
                 self._handle(event)
             except Exception as exc:  # one object's failure is judged here, never stops others

@@ -58,8 +58,9 @@ class Balloons:
             elif decision.verb is Verb.DELETE and existing is not None:
                 self.delete(existing, decision.why)
         except Exception as exc:
-            # What mends itself (throttled, a timeout) is no Warning: raised, tried again.
-            if not isinstance(exc, ApiError) or errors.classify(exc).retry:
+            # What mends itself (throttled, a timeout, a restarted API server's first 403s) is
+            # no Warning: raised, tried again. What lasts is said, and still tried again.
+            if not isinstance(exc, ApiError) or not errors.worth_saying(errors.classify(exc)):
                 raise
             reason = (
                 "BalloonCreateFailed" if decision.verb is Verb.CREATE else "BalloonUpdateFailed"

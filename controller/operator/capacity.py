@@ -263,7 +263,7 @@ class Capacity:
             try:
                 self.kube.create_pod(manifest)
             except ApiError as exc:
-                if errors.classify(exc).retry:
+                if not errors.worth_saying(errors.classify(exc)):
                     with self._lock:  # it was not made: not waited for either
                         self._acted.pop(run.uid, None)
                     raise  # tried again after a backoff (faces/serial.py)

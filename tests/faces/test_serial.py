@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
+import pytest
 from kubernetes.client.exceptions import ApiException
 
+from controller.core import backoff
 from controller.faces.serial import Serial
+from controller.kube import errors
 from controller.metrics import Metrics
 from tests.readings import said
 
@@ -127,8 +131,23 @@ def test_the_api_server_s_retry_after_is_honoured() -> None:
     assert handle.calls[1][1] - handle.calls[0][1] >= 0.3
 
 
+def quota_exceeded() -> ApiException:
+    exc = ApiException(status=403, reason="Forbidden")
+    exc.body = json.dumps({"message": 'statefulsets.apps "x" is forbidden: exceeded quota: q'})
+    return exc
+
+
+def denied() -> ApiException:
+    """What a restarted API server answers before its authorizer's caches are filled."""
+    exc = ApiException(status=403, reason="Forbidden")
+    exc.body = json.dumps({"message": 'statefulsets.apps is forbidden: User "system:serviceaccount'
+                                      ':ns:op" cannot create resource "statefulsets" in API group '
+                                      '"apps" in the namespace "team"'})
+    return exc
+
+
 def test_what_trying_again_cannot_mend_is_dropped_and_counted() -> None:
-    handle = Flaky({"a": [ApiException(status=403), ApiException(status=403)]})
+    handle = Flaky({"a": [quota_exceeded(), quota_exceeded()]})
     metrics = Metrics()
     work: Serial[str] = Serial(handle, workers=1, name="test", metrics=metrics)
     work.start()
@@ -174,3 +193,32 @@ def test_a_resync_s_look_never_replaces_an_event_waiting() -> None:
         time.sleep(0.05)
     work.stop()
     assert seen == ["busy", "a:watch"]
+
+
+def test_a_denial_is_tried_again_and_worth_saying_only_once_it_has_lasted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A restarted API server's first answers are 403s of its authorizer: retried at once, no
+    Warning; the same denial ten tries in a row (a Role taken away) is worth saying."""
+    monkeypatch.setattr(backoff, "delay", lambda failures, asked=None: 0.001)
+    sayable: list[bool] = []
+
+    def handle(event: str) -> None:
+        try:
+            raise denied()
+        except ApiException as exc:
+            sayable.append(errors.worth_saying(errors.classify(exc)))
+            if len(sayable) < errors.LASTING + 1:
+                raise
+
+    metrics = Metrics()
+    work: Serial[str] = Serial(handle, workers=1, name="test", metrics=metrics)
+    work.start()
+    work.put("a", "a:1")
+    deadline = time.monotonic() + 10
+    while len(sayable) < errors.LASTING + 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    work.stop()
+    assert sayable == [False] * (errors.LASTING - 1) + [True, True]
+    assert said(metrics, "work_retries_total", reason="denied") == errors.LASTING
+    assert not said(metrics, "work_dropped_total", reason="denied")

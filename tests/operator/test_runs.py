@@ -8,7 +8,10 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from controller.core import balloon, budget, names, policy
+from controller.kube import errors
 from controller.kube.caches import hears
 from controller.kube.client import ApiError
 from controller.kube.clusterview import Facts
@@ -281,6 +284,34 @@ def test_a_budget_not_made_is_said_on_the_run_and_made_by_the_resync() -> None:
     kube.create_pdb = create  # type: ignore[method-assign]
     Resync(operator)()
     assert list(kube.budgets) == [f"team-a/{budget.NAME}"]
+
+
+def test_a_balloon_denied_by_a_restarted_api_server_is_tried_again_and_said_only_if_it_lasts(
+) -> None:
+    """A restarted API server's authorizer denies for a moment: no Warning, the work queue tries
+    again (faces/serial.py). Denied ten tries in a row (a Role taken away) is said."""
+    operator, kube = make()
+    create = kube.create_statefulset
+
+    def denied(manifest: Any) -> None:
+        raise ApiError(status=403, reason='statefulsets.apps is forbidden: User "system:service'
+                       'account:tcs:op" cannot create resource "statefulsets" in API group "apps"')
+
+    kube.create_statefulset = denied  # type: ignore[method-assign]
+    body = factories.pipelinerun()
+    kube.runs[body["metadata"]["name"]] = body
+    for before in range(errors.LASTING):
+        token = errors.failed_before.set(before)
+        try:
+            with pytest.raises(ApiError):
+                operator.reconcile_run(body)
+        finally:
+            errors.failed_before.reset(token)
+        assert [r for r, _ in kube.events] == (["BalloonCreateFailed"]
+                                               if before == errors.LASTING - 1 else []), before
+    kube.create_statefulset = create  # type: ignore[method-assign]
+    operator.reconcile_run(body)
+    assert balloon.balloon_name(body["metadata"]["uid"]) in kube.statefulsets
 
 
 def test_a_budget_of_another_s_that_holds_the_name_is_said_on_the_namespace_s_runs() -> None:
