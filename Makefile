@@ -28,7 +28,7 @@ binaries:
 	bash e2e/build.sh
 
 e2e: venv binaries
-	$(BIN)/pytest e2e -p no:cacheprovider $(PYTEST_FLAGS)
+	$(BIN)/pytest e2e -p no:cacheprovider --durations=40 $(PYTEST_FLAGS)
 
 # As a new user would: `pip install .` into a clean virtualenv, then the CLI with no cluster.
 package:

@@ -73,9 +73,12 @@ class Reflector:
             self._on_change(self.store)
 
     def _list_and_watch(self) -> bool:
-        """List, then watch from there until stopped (True) or an ERROR event (False: 410 Gone
-        and friends, list again)."""
+        """List, then watch from there until stopped or 410 Gone (True: list again at once) or
+        another ERROR event (False: list again after a pause). 410 is the API server saying the
+        version is older than its watch cache keeps (a restarted API server's, always): it
+        answered, and every moment before the list is a moment the store is stale."""
         items, version = list_all(self._list_fn, self._args, self._timeout, **self._kwargs)
+        listed = version
         before = {key_of(o): o for o in self.store.values()} if self.synced.is_set() else {}
         self.store.replace(items)
         self._changed()
@@ -86,7 +89,10 @@ class Reflector:
             for event in self._watch(version):
                 kind, obj = event.get("type"), event.get("object") or {}
                 if kind == "ERROR":
-                    return False
+                    log.info("watch restarts", watch=self.name, status=obj.get("code"),
+                             reason=obj.get("reason"))
+                    # Straight after a list, 410 again would list in a loop: a pause then.
+                    return obj.get("code") == 410 and version != listed
                 version = (obj.get("metadata") or {}).get("resourceVersion", version)
                 if kind == "BOOKMARK":
                     continue

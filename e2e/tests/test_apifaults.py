@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import threading
 import time
 import uuid
@@ -40,7 +39,6 @@ FORBIDDEN = 12.0  # seconds the Lease may not be renewed
 # A write is logged just after the fence let it through, and a thread may be switched out in
 # between: what the fence must stop lies beyond this.
 SLACK = 0.1
-RESTARTS = "E2E_APIFAULTS_RESTARTS"
 
 
 @pytest.fixture(scope="module")
@@ -237,11 +235,6 @@ def patient(cluster: LocalCluster, operator: Coscheduler, room: dict[str, str]
     nothing. A renew deadline of 20 s keeps one reconciler, and its watches, through every
     restart: what the scenarios below are about. Last in the module, and the control plane is
     left current."""
-    if not os.environ.get(RESTARTS):
-        pytest.skip(f"out of the test command until a restarted API server's first answers are "
-                    f"handled: it answers 403 for a fraction of a second before its authorizer's "
-                    f"caches are filled, and the operator judges 403 permanent ({RESTARTS}=1 runs "
-                    f"them; they pass alone, and failed once in the whole suite)")
     with apifaults.running(operator, {"COSCHEDULER_LEASE_DURATION": "30"}):
         yield operator
     apifaults.settle(cluster, room)

@@ -116,3 +116,34 @@ def test_the_pause_between_watches_grows_while_they_fail_and_resets_after_a_heal
     run_forever("test", once, stopped, clock=lambda: clock[0])
     assert pauses[:5] == [1.0, 2.0, 4.0, 8.0, 16.0]
     assert pauses[5] == 1.0
+
+
+def test_a_watch_ended_by_410_gone_lists_again_at_once() -> None:
+    """A restarted API server's watch cache no longer keeps the version the watch resumed
+    from: the store lists again at once, not after a pause in which it is stale (a StatefulSet
+    deleted in the gap kept in the cache gave the next run a term towards a balloon that was
+    gone: e2e/tests/test_apifaults.py); other ERROR events wait out the pause."""
+    pauses: list[float | None] = []
+    watches = [[{"type": "ADDED", "object": obj("a", "10")},
+                {"type": "ERROR", "object": {"code": 410, "reason": "Expired"}}],
+               [{"type": "ERROR", "object": {"code": 410, "reason": "Expired"}}],
+               [{"type": "ERROR", "object": {"code": 500, "reason": "InternalError"}}], []]
+    reflector: Reflector
+
+    def list_fn(*args: Any, watch: bool = False, **kwargs: Any) -> Response:
+        if not watch:
+            return Response({"items": [], "metadata": {"resourceVersion": "9"}})
+        if len(watches) == 1:
+            reflector.stop()
+        return Response(lines=watches.pop(0))
+
+    reflector = Reflector("test", list_fn, ())
+
+    def wait(seconds: float | None) -> bool:
+        pauses.append(seconds)
+        return reflector._stopped.is_set()
+
+    reflector._stopped.wait = wait  # type: ignore[method-assign]
+    reflector.run()
+    # None after the first 410; after one straight after a list (no loop), and the 500.
+    assert pauses == [1.0, 2.0]
