@@ -11,7 +11,7 @@ what a deletion needs is remembered (`known`: names, labels, node). The watch st
 resourceVersion, so the API server first sends every object as ADDED (as a list would, but a
 line at a time, each glanced at), then the changes; it resumes from the last version seen.
 After 410 Gone or an ERROR event it lists again (a page at a time), hands on what the list
-shows as ADDED, and what it no longer shows of what was handed on as DELETED, then watches from
+no longer shows of what was handed on as DELETED, then what it shows as ADDED, then watches from
 the list's version: a pod deleted in the gap never stays in the pod index (a ghost would hold an
 anchor in place, or give the next run on its claim a term towards a balloon that is gone).
 Replayed events are harmless: every handler may be run again.
@@ -91,8 +91,14 @@ class Intake:
         listed = self._relist
         if listed:
             self.relist()
-        resp = open_watch(self._list_fn, self._args, self.version, self._watch_seconds,
-                          self._timeout, **self._kwargs)
+        try:
+            resp = open_watch(self._list_fn, self._args, self.version, self._watch_seconds,
+                              self._timeout, **self._kwargs)
+        except ApiException as exc:
+            if exc.status != 410 or listed:
+                raise
+            self._relist = True  # the request itself refused as too old: the same, at once
+            return True
         try:
             for line in lines(resp.stream(amt=None, decode_content=False)):
                 if not self._take(line):
@@ -124,17 +130,17 @@ class Intake:
         return True
 
     def relist(self) -> None:
-        """Lists what the watch covers, hands it on as ADDED (glanced at first, as events
-        are), and hands on as DELETED what was handed on before and the list no longer shows."""
+        """Lists what the watch covers, hands on as DELETED what was handed on before and the
+        list no longer shows, then what it shows as ADDED (glanced at first, as events are)."""
         items, version = list_all(self._list_fn, self._args, self._timeout, **self._kwargs)
-        listed = set()
-        for item in items:
-            uid = str((item.get("metadata") or {}).get("uid") or "")
-            listed.add(uid)
-            self._take(orjson.dumps({"type": "ADDED", "object": item}))
+        listed = {str((item.get("metadata") or {}).get("uid") or "") for item in items}
+        # What vanished first: the handlers' queue serves in this order, and a run decided
+        # while the rest is handed on must not meet a pod (a balloon, its claim) that is gone.
         gone = [obj for uid, obj in list(self.known.items()) if uid not in listed]
         for obj in gone:
             self._hand_on("DELETED", obj)
+        for item in items:
+            self._take(orjson.dumps({"type": "ADDED", "object": item}))
         log.info("watch listed again", watch=self.name, objects=len(items), gone=len(gone))
         self.version, self._relist = version, False
 
