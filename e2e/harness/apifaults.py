@@ -124,6 +124,16 @@ def restart_apiserver(cluster: LocalCluster) -> float:
     return cluster.restart("kube-apiserver", grace=GRACE)
 
 
+def refresh(cluster: LocalCluster) -> None:
+    """The controller-manager and the scheduler started again, for the modules after this one.
+    Seen once in the whole suite after the seven restarts: the StatefulSet controller made no
+    pod for two minutes and the scheduler said its cache was corrupted, and every later module
+    that needed a pod failed. They are the harness's, not under test here; a cluster's static
+    pods would be restarted by their liveness probes."""
+    for component in ("kube-controller-manager", "kube-scheduler"):
+        cluster.restart(component)
+
+
 def settle(cluster: LocalCluster, nodes: Mapping[str, str], timeout: float = 120) -> None:
     """Until the rest of the control plane is current again after restarts of the API server:
     the controller-manager's and the scheduler's own watches back off too (client-go's, up to

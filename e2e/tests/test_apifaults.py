@@ -237,6 +237,7 @@ def patient(cluster: LocalCluster, operator: Coscheduler, room: dict[str, str]
     left current."""
     with apifaults.running(operator, {"COSCHEDULER_LEASE_DURATION": "30"}):
         yield operator
+    apifaults.refresh(cluster)
     apifaults.settle(cluster, room)
 
 
