@@ -249,7 +249,7 @@ async def run(settings: Settings) -> int:
             settings.leader_election_namespace or default_namespace(),
             operator.marks.held,
         )
-        view.subscribe(lambda _, new: bindings.sync(new) if bindings else None)
+        view.subscribe(bindings.on_facts)
     view.start()
 
     stop = asyncio.Event()

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 import structlog
 import yaml
 
@@ -90,6 +91,17 @@ def resolve_policies(settings: Settings, store: Listing) -> dict[str, policy.Pol
     return {ns: policy.resolve(base, objs) for ns, objs in by_namespace(store).items()}
 
 
+def _spec_version(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """A policy's uid and generation: the API server bumps the generation on a change of its
+    spec, never of its status (the CRD's status subresource); its namespace and name come with
+    the uid."""
+    meta = obj.get("metadata") or {}
+    generation = str(meta.get("generation") or "")
+    # Without one (an object not from an API server), the spec itself.
+    return (str(meta.get("uid") or meta.get("name") or ""),
+            generation or orjson.dumps(obj.get("spec"), option=orjson.OPT_SORT_KEYS).decode())
+
+
 class ClusterView:
     def __init__(self, settings: Settings, kube: Kube) -> None:
         self.settings = settings
@@ -99,6 +111,8 @@ class ClusterView:
             defaults=policy.PolicyResolution(settings.default_policy()),
         )
         self._parts: dict[str, bool] = {}
+        self._specs: frozenset[tuple[str, str]] | None = None  # (uid, generation) resolved
+        self._resolved: dict[str, policy.PolicyResolution] = {}
         self._listeners: list[Callable[[Facts, Facts], None]] = []
         selector = f"{settings.namespace_label}={settings.namespace_label_value}"
         self.reflectors = [
@@ -174,9 +188,14 @@ class ClusterView:
 
     def _on_policies(self, store: Listing) -> None:
         applying = {ns: policy.oldest(objs) for ns, objs in by_namespace(store).items()}
+        # A policy's status (where its pipelines last ran: written on every anchored run that
+        # asked) changes no spec: the policies are resolved again only when a spec did.
+        specs = frozenset(_spec_version(o) for o in store.values())
+        if specs != self._specs:
+            self._specs, self._resolved = specs, resolve_policies(self.settings, store)
         self._update(
             "policies",
-            policies=resolve_policies(self.settings, store),
+            policies=self._resolved,
             policy_objects=tuple(store.values()),
             warm_status={ns: dict((obj or {}).get("status") or {})
                          for ns, obj in applying.items()},

@@ -1,8 +1,8 @@
 """Policy mode: keeps our MutatingAdmissionPolicyBindings what core.admission_policy says.
 
-Called by the leader only: on every change of the cluster view (a namespace's policy, Tekton's
-assistant switched on or off) and on every resync, so that a binding deleted or edited by
-someone else is put back within one resync.
+Called by the leader only: on every change of the cluster view it reads (a namespace's policy,
+one switched on or off, Tekton's assistant switched on or off) and on every resync, so that a
+binding deleted or edited by someone else is put back within one resync.
 """
 
 from __future__ import annotations
@@ -41,6 +41,14 @@ class PolicyBindings:
         self._lock = threading.Lock()
         self._missing_said = False
         self._custom_missing_said = False
+
+    def on_facts(self, old: Facts, new: Facts) -> None:
+        """A change of the cluster view that the bindings read. A policy's status alone (ours:
+        where its pipelines last ran, written on every anchored run that asked) changes none:
+        three calls to the API server a run were spent on it."""
+        if old.synced and _read(old) == _read(new):
+            return
+        self.sync(new)
 
     def sync(self, facts: Facts) -> None:
         if not (self.active and facts.synced):
@@ -102,3 +110,8 @@ class PolicyBindings:
             self.api.delete_binding(name)
             log.info("admission policy binding deleted", binding=name)
         self.metrics.policy_bindings.set(len(wanted))
+
+
+def _read(facts: Facts) -> tuple[object, ...]:
+    """What of the cluster view the bindings depend on."""
+    return (facts.synced, facts.enabled_namespaces, facts.policies, facts.assistant_blocks)

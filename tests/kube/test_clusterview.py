@@ -63,3 +63,24 @@ def test_tekton_managed_by_value_comes_from_config_defaults() -> None:
     view._on_tekton_config({"tekton-pipelines/config-defaults": {
         "data": {"default-managed-by-label-value": "ci-platform"}}})
     assert view.facts.tekton_managed_by == "ci-platform"
+
+
+def test_a_policy_s_status_alone_is_not_resolved_again_and_its_spec_is() -> None:
+    """The leader writes a policy's status on every anchored run that asked for warm caches:
+    the status is in the view (warm_status), the resolutions are the same objects."""
+    view = ClusterView(Settings(), NoKube())  # type: ignore[arg-type]
+
+    def policy(generation: int, isolation: str, warm: str = "") -> dict[str, Any]:
+        return {"a/p": {"metadata": {"name": "p", "namespace": "a", "uid": "u",
+                                     "generation": generation,
+                                     "creationTimestamp": "2026-01-01T00:00:00Z"},
+                        "spec": {"isolation": isolation}, "status": {"warm": warm}}}
+
+    view._on_policies(policy(1, "required"))
+    first = view.facts.policies
+    view._on_policies(policy(1, "required", warm="node-a"))
+    assert view.facts.policies is first
+    assert view.facts.warm_status["a"] == {"warm": "node-a"}
+    view._on_policies(policy(2, "preferred", warm="node-a"))
+    assert view.facts.policies is not first
+    assert view.facts.policy_for("a").policy.isolation == "preferred"
