@@ -10,7 +10,6 @@ import contextlib
 import math
 import os
 import signal
-import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -23,6 +22,7 @@ from controller.core import names
 from e2e.harness import chart, leaders
 from e2e.harness.cluster import ClusterHandle, LocalCluster, as_dict
 from e2e.harness.coscheduler import Coscheduler
+from e2e.harness.periodic import Periodic
 from e2e.harness.scenario import Scenario
 
 
@@ -159,38 +159,26 @@ def settle(cluster: LocalCluster, nodes: Mapping[str, str], timeout: float = 120
 # -- the Lease ----------------------------------------------------------------------------------
 
 
-class LeaseWatch(threading.Thread):
+class LeaseWatch(Periodic):
     """Reads the operator's Lease every `period` seconds: each holder's last renewal (its
     renewTime, the wall clock of the round that wrote it), from which its renew deadline is
     known (the round's start plus two thirds of the Lease: kube/leadership.py)."""
 
     def __init__(self, cluster: ClusterHandle, replica: Coscheduler, period: float = 0.2) -> None:
-        super().__init__(daemon=True, name="lease-watch")
+        super().__init__(period, "lease-watch", cluster)
         env = replica.env()
-        self.cluster, self.period = cluster, period
+        self.cluster = cluster
         self.lease = env.get("COSCHEDULER_LEASE_NAME", "tekton-coscheduler")
         self.namespace = env.get("POD_NAMESPACE", "default")
         self.renewed: dict[str, float] = {}  # holder -> its last renewTime, seconds since epoch
         self.holder: str | None = None  # as last read
-        self.stopped = threading.Event()
+        self.coordination = client.CoordinationV1Api(self.api)
 
-    def __enter__(self) -> LeaseWatch:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stopped.set()
-        self.join(5)
-
-    def run(self) -> None:
-        with self.cluster.api_client() as api:
-            coordination = client.CoordinationV1Api(api)
-            while not self.stopped.wait(self.period):
-                with contextlib.suppress(Exception):  # the API server may be the fault
-                    spec = coordination.read_namespaced_lease(self.lease, self.namespace).spec
-                    self.holder = spec.holder_identity
-                    if spec.holder_identity and spec.renew_time:
-                        self.renewed[spec.holder_identity] = spec.renew_time.timestamp()
+    def tick(self) -> None:
+        spec = self.coordination.read_namespaced_lease(self.lease, self.namespace).spec
+        self.holder = spec.holder_identity
+        if spec.holder_identity and spec.renew_time:
+            self.renewed[spec.holder_identity] = spec.renew_time.timestamp()
 
 
 @contextlib.contextmanager
@@ -250,27 +238,17 @@ class Space(Scenario):
         self.close()
 
 
-class Stream(threading.Thread):
+class Stream(Periodic):
     """A run started every `every` seconds until stopped: work that keeps a leader writing."""
 
     def __init__(self, space: Space, prefix: str, every: float = 0.25) -> None:
-        super().__init__(daemon=True, name=f"stream-{prefix}")
-        self.space, self.prefix, self.every = space, prefix, every
+        super().__init__(every, f"stream-{prefix}")
+        self.space, self.prefix = space, prefix
         self.uids: list[str] = []
-        self.stopped = threading.Event()
 
-    def __enter__(self) -> Stream:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stopped.set()
-        self.join(10)
-
-    def run(self) -> None:
-        while not self.stopped.wait(self.every):
-            run = self.space.start(f"{self.prefix}-{len(self.uids)}")
-            self.uids.append(run["metadata"]["uid"])
+    def tick(self) -> None:
+        run = self.space.start(f"{self.prefix}-{len(self.uids)}")
+        self.uids.append(run["metadata"]["uid"])
 
 
 # -- figures ---------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from e2e.harness import faults, leaders
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import LocalCluster
 from e2e.harness.fleet import Fleet
+from e2e.harness.periodic import Periodic
 from e2e.harness.tekton_runs import PodRecorder
 
 
@@ -115,30 +116,24 @@ class Chaos(threading.Thread):
         return counts.most_common(1)[0][0]
 
 
-class Census(threading.Thread):
+class Census(Periodic):
     """Samples the namespace's balloon StatefulSets every `period` seconds: live runs with more
     than one at once are duplicates."""
 
     def __init__(self, cluster: LocalCluster, namespace: str, period: float = 2.0) -> None:
-        super().__init__(daemon=True, name="census")
-        self.cluster, self.namespace, self.period = cluster, namespace, period
+        super().__init__(period, "census", cluster)
+        self.namespace = namespace
         self.duplicated: set[str] = set()  # run uids
         self.series: list[tuple[float, int]] = []  # (time, balloons)
-        self.stopped = threading.Event()
+        self.apps = client.AppsV1Api(self.api)
 
-    def run(self) -> None:
-        with self.cluster.api_client() as api:
-            apps = client.AppsV1Api(api)
-            while not self.stopped.wait(self.period):
-                try:
-                    items = apps.list_namespaced_stateful_set(
-                        self.namespace, label_selector=names.BALLOON_SELECTOR).items
-                except Exception:  # the API server restarting
-                    continue
-                per_run = Counter((s.metadata.labels or {}).get(names.LABEL_RUN_UID)
-                                  for s in items if not s.metadata.deletion_timestamp)
-                self.duplicated |= {uid for uid, n in per_run.items() if uid and n > 1}
-                self.series.append((time.time(), len(items)))
+    def tick(self) -> None:
+        items = self.apps.list_namespaced_stateful_set(
+            self.namespace, label_selector=names.BALLOON_SELECTOR).items
+        per_run = Counter((s.metadata.labels or {}).get(names.LABEL_RUN_UID)
+                          for s in items if not s.metadata.deletion_timestamp)
+        self.duplicated |= {uid for uid, n in per_run.items() if uid and n > 1}
+        self.series.append((time.time(), len(items)))
 
 
 @dataclass
@@ -263,7 +258,7 @@ def drive(
                 listed = {"items": []}
             finished.update({r["metadata"]["name"]: r for r in listed["items"] if tr.outcome(r)})
             time.sleep(3)
-        census.stopped.set()
+        census.stop()
         apps, deadline = client.AppsV1Api(api), time.monotonic() + settle
         while time.monotonic() < deadline and apps.list_namespaced_stateful_set(
                 namespace, label_selector=names.BALLOON_SELECTOR).items:
