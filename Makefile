@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_FLAGS ?=
 
-.PHONY: venv lint unit binaries e2e package test demo demo-real bench bench-scale bench-chaos bench-capacity fuzz compare-faults e2e-matrix clean
+.PHONY: venv lint unit binaries e2e package test demo demo-real bench bench-scale bench-chaos bench-capacity fuzz compare-faults compare-warm e2e-matrix clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -100,6 +100,15 @@ MATRIX_FLAGS ?=
 e2e-matrix: venv
 	$(BIN)/pip install --quiet -e '.[test,bench]'
 	$(BIN)/python -m e2e.tools.matrix $(MATRIX_FLAGS)
+
+# Where a run starts fastest, on two real nodes (root): ours with warm anchors, ours without,
+# Tekton's assistant, none; a large step image on one node, and a pipeline's node-local cache
+# (not part of CI; about 40 minutes). Smaller: make compare-warm WARM_FLAGS="--runs 6"
+WARM_FLAGS ?=
+compare-warm: venv
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	bash e2e/build.sh etcd kubernetes kwok tekton helm realnode
+	$(BIN)/python -m e2e.tools.compare_warm $(WARM_FLAGS)
 
 compare-faults: venv
 	bash e2e/build.sh etcd kubernetes kwok tekton
