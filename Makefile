@@ -103,7 +103,7 @@ e2e-matrix: venv
 
 # Where a run starts fastest, on two real nodes (root): ours with warm anchors, ours without,
 # Tekton's assistant, none; a large step image on one node, and a pipeline's node-local cache
-# (not part of CI; about 40 minutes). Smaller: make compare-warm WARM_FLAGS="--runs 6"
+# (not part of CI; about 25 minutes). Smaller: make compare-warm WARM_FLAGS="--runs 6"
 WARM_FLAGS ?=
 compare-warm: venv
 	$(BIN)/pip install --quiet -e '.[test,bench]'
