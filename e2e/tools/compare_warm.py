@@ -1,7 +1,7 @@
 """Where a run starts fastest, on two real nodes, in one invocation: ours with warm anchors, ours
 without, Tekton's affinity assistant, and no coscheduling.
 
-python -m e2e.tools.compare_warm [--megabytes 300] [--runs 20] [--modes ...]   (root;
+python -m e2e.tools.compare_warm [--megabytes 300] [--runs 20] [--repeat 1] [--modes ...]   (root;
                                    `make compare-warm` builds what it needs first)
 
 One lab (e2e/harness/real.py): a control plane, two real nodes (kubelet, containerd, runc) that
@@ -150,6 +150,9 @@ def main() -> int:
     parser.add_argument("--megabytes", type=int, default=300)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="single runs per mode and holding node (where a mode blind to "
+                             "images finds the image by chance, more show what it costs)")
     args = parser.parse_args()
     parts = real_.parts(REPO)
     with real_.real_cluster(parts, nodes=2) as real:
@@ -158,12 +161,13 @@ def main() -> int:
         say(f"large image {image}: {size / 1e6:.0f} MB in the registry")
         warmlab.warm_up(real)
         starts: list[Start] = []
-        for holder in real.nodes.nodes:
+        for holder in real.nodes.nodes * args.repeat:
             for mode in args.modes:
                 warmlab.held_by(real, image, holder)
                 starts.append(first_start(real, mode, image, holder.name))
                 say(f"{mode}, image on {holder.name}: {starts[-1]}")
-        series = [cached_series(real, mode, args.runs) for mode in args.modes]
+        series = [cached_series(real, mode, args.runs) for mode in args.modes
+                  if args.runs > 0]
     report = summarize(starts, series)
     OUT.mkdir(exist_ok=True)
     (OUT / "compare-warm.json").write_text(json.dumps(
