@@ -34,8 +34,8 @@ from controller.kube.fencing import NotLeading
 
 RETRIED_STATUSES = {429: "throttled", 409: "conflict", 500: "server", 502: "server",
                     503: "server", 504: "server"}
-PERMANENT_STATUSES = {400: "invalid", 401: "forbidden", 403: "forbidden", 404: "gone",
-                      410: "gone", 422: "invalid"}
+PERMANENT_STATUSES = {400: "invalid", 403: "forbidden", 404: "gone", 410: "gone",
+                      422: "invalid"}  # 401, and an authorizer's 403: "denied", below
 # The authorizer's words (k8s.io/apiserver's forbidden message): `User "..." cannot create
 # resource "pods" ...`; admission's 403s (quota, a terminating namespace) say otherwise.
 _DENIED = re.compile(r'User "[^"]*" cannot ')

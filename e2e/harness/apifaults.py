@@ -167,7 +167,6 @@ class LeaseWatch(Periodic):
     def __init__(self, cluster: ClusterHandle, replica: Coscheduler, period: float = 0.2) -> None:
         super().__init__(period, "lease-watch", cluster)
         env = replica.env()
-        self.cluster = cluster
         self.lease = env.get("COSCHEDULER_LEASE_NAME", "tekton-coscheduler")
         self.namespace = env.get("POD_NAMESPACE", "default")
         self.renewed: dict[str, float] = {}  # holder -> its last renewTime, seconds since epoch

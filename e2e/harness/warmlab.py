@@ -17,7 +17,7 @@ from kubernetes import client
 from controller.core.times import parse_time
 from e2e.harness import real as real_
 from e2e.harness import tekton_runs as tr
-from e2e.harness.cluster import realimages, realnode
+from e2e.harness.cluster import LOCAL_STORAGE_CLASS, realimages, realnode
 from e2e.harness.cluster.api import ClusterApi
 from e2e.harness.cluster.realnode import RealNode
 from e2e.harness.real import Real
@@ -92,8 +92,7 @@ def first_step_seconds(real: Real, namespace: str, run_name: str) -> float:
     with real.cluster.api_client() as api:
         pods = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=(
             f"{tr.LABEL_TASK}={tr.FETCH},tekton.dev/pipelineRun={run_name}")).items
-        made = client.CustomObjectsApi(api).get_namespaced_custom_object(
-            *tr.TEKTON, namespace, "pipelineruns", run_name)
+        made = tr.get_run(client.CustomObjectsApi(api), namespace, run_name)
     created = parse_time(made["metadata"]["creationTimestamp"])
     started = [(s.state.running or s.state.terminated).started_at
                for p in pods for s in p.status.container_statuses or []
@@ -143,7 +142,7 @@ echo "$(params.run)" > "$dir/built"
 
 def claim_template() -> dict[str, Any]:
     template = tr.volume_claim_template()
-    template["volumeClaimTemplate"]["spec"]["storageClassName"] = "local-wffc"
+    template["volumeClaimTemplate"]["spec"]["storageClassName"] = LOCAL_STORAGE_CLASS
     return template
 
 
@@ -159,13 +158,12 @@ def cached_run(i: int) -> dict[str, Any]:
 def found_warm(real: Real, namespace: str, run: dict[str, Any]) -> bool:
     """The task's result: its node's cache held what the previous run left."""
     with real.cluster.api_client() as api:
-        custom = client.CustomObjectsApi(api)
-        for ref in (run.get("status") or {}).get("childReferences") or []:
-            task_run = custom.get_namespaced_custom_object(
-                *tr.TEKTON, namespace, "taskruns", ref["name"])
-            for result in (task_run.get("status") or {}).get("results") or []:
-                if result.get("name") == "cache":
-                    return bool(result.get("value") == "warm")
+        task_runs = tr.task_runs(client.CustomObjectsApi(api), namespace,
+                                 run["metadata"]["uid"])
+    for task_run in task_runs:
+        for result in (task_run.get("status") or {}).get("results") or []:
+            if result.get("name") == "cache":
+                return bool(result.get("value") == "warm")
     return False
 
 
