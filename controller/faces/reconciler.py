@@ -158,6 +158,7 @@ async def reconcile_while_leading(
     if bindings is not None:
         bindings.active = True  # from now on every change of the view is acted on
     streams = Streams(operator, kube, settings.api_timeout, operator.metrics)
+    view.subscribe(streams.on_facts)  # before the first resync round's list: nothing between
     streams.start()
     resync = asyncio.create_task(resync_forever(operator, settings.resync_interval, streams,
                                                 bindings))

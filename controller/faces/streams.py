@@ -12,6 +12,7 @@ from typing import Any
 from controller.core import glance, names, tekton
 from controller.faces.serial import Serial
 from controller.kube.client import Kube
+from controller.kube.clusterview import Facts, switched_on
 from controller.kube.intake import Intake, Obj
 from controller.kube.reflector import start_thread
 from controller.metrics import Metrics
@@ -44,6 +45,7 @@ class Streams:
     def __init__(self, operator: Operator, kube: Kube, timeout: float,
                  metrics: Metrics | None = None, workers: int = WORKERS) -> None:
         self.operator = operator
+        self.kube = kube
         operator.submit = self.submit_run
         self.work: Serial[tuple[Handler, str, Mapping[str, Any]]] = Serial(
             lambda e: e[0](e[1], e[2]), workers, "handler", metrics)
@@ -61,6 +63,22 @@ class Streams:
                      timeout=timeout, label_selector=selector)
               for name, selector in POD_SELECTORS.items()),
         ]
+
+    def on_facts(self, old: Facts, new: Facts) -> None:
+        """A namespace switched on while this replica leads: its runs are listed once and each
+        looked at, on the queue (a failed list is retried there). The run watch drops the
+        events of namespaces not enabled before decoding them, and the view learns of a label
+        on a watch of its own: a run whose event came before the view knew its namespace (made
+        just after the label, or before it) would otherwise wait for its next event, and a
+        pending or hand-made run may have none: it would wait silently."""
+        for namespace in switched_on(old, new):
+            self.work.put(f"namespace/{namespace}", (self.on_switched_on, "SWITCHED_ON",
+                                                     {"metadata": {"name": namespace}}))
+
+    def on_switched_on(self, _: str, namespace: Mapping[str, Any]) -> None:
+        for body in self.kube.list_pipelineruns(namespace["metadata"]["name"]):
+            uid = str((body.get("metadata") or {}).get("uid") or "")
+            self.submit_run(uid, body, True)
 
     def submit_run(self, uid: str, body: Mapping[str, Any], listed: bool) -> None:
         """A look at a run (the resync's, or a nudge: Operator.nudge): on the queue under the

@@ -163,15 +163,16 @@ class Kube(Api):
             name,
         )
 
-    def list_pipelineruns(self) -> list[Obj]:
-        """Every PipelineRun, a page of 500 at a time."""
+    def list_pipelineruns(self, namespace: str | None = None) -> list[Obj]:
+        """Every PipelineRun (of the namespace, if one is given), a page of 500 at a time."""
+        where = ((self.custom.list_namespaced_custom_object, tekton.GROUP, tekton.VERSION,
+                  namespace) if namespace else
+                 (self.custom.list_cluster_custom_object, tekton.GROUP, tekton.VERSION))
         out: list[Obj] = []
         token = None
         while True:
             page = self.json(
-                self.custom.list_cluster_custom_object,
-                tekton.GROUP,
-                tekton.VERSION,
+                *where,
                 "pipelineruns",
                 limit=500,
                 **({"_continue": token} if token else {}),

@@ -62,6 +62,15 @@ class Facts:
         return self.policy_for(namespace).policy.topology_key
 
 
+def switched_on(old: Facts, new: Facts) -> list[str]:
+    """The namespaces a change of the view newly counts as enabled (none while it is not
+    synced: the first sync is every namespace, and a leader's first resync round lists their
+    runs anyway)."""
+    if not (old.synced and new.synced):
+        return []
+    return sorted(new.enabled_namespaces - old.enabled_namespaces)
+
+
 def default_pod_template(config_defaults: Mapping[str, Any] | None) -> dict[str, Any]:
     """Tekton's cluster default pod template (config-defaults: default-pod-template, YAML)."""
     return _yaml_entry(config_defaults, "default-pod-template")

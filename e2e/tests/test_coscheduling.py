@@ -7,6 +7,7 @@ objects without the Tekton controller: see test_tekton_runs.py for real Tekton.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterator
 
@@ -81,6 +82,24 @@ def test_namespace_without_label_is_untouched(disabled: Scenario, nodes: list[st
     s.pod_node(pod)
     assert s.pod(pod)["spec"]["affinity"] == user_affinity()
     assert s.balloons() == []
+
+
+def test_a_run_made_before_its_namespace_was_switched_on_is_anchored_once_it_is(
+    disabled: Scenario, coscheduler: Coscheduler, nodes: list[str]
+) -> None:
+    """The label comes after the run (an administrator switching a team on with a run in
+    flight, or a run whose event came before the operator saw the label). A run here has no
+    Tekton controller to change it again, so no later event of its own would tell the leader."""
+    s = disabled
+    s.claim_on(nodes[2])
+    dropped = functools.partial(coscheduler.metric, "tekton_coscheduler_watch_events_total",
+                                watch="pipelineruns", decoded="false")
+    before = dropped()
+    run = s.run()
+    s.cluster.wait_for(lambda: dropped() > before, timeout=30,
+                       what="the leader's run watch to drop the run's event")
+    s.core.patch_namespace(s.ns, {"metadata": {"labels": {names.NAMESPACE_LABEL: "true"}}})
+    assert s.balloon_node(run, timeout=30) == nodes[2]
 
 
 def test_opted_out_run_gets_no_balloon_and_its_pods_no_term(enabled: Scenario, nodes: list[str]) -> None:
