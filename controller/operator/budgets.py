@@ -14,6 +14,7 @@ import structlog
 
 from controller.core import budget, names, tekton
 from controller.core.notices import Notice
+from controller.kube import errors
 from controller.kube.caches import Caches
 from controller.kube.client import ApiError, Kube, api_message
 from controller.kube.clusterview import Facts
@@ -33,13 +34,18 @@ class Budgets:
     def ensure(self, run: tekton.PipelineRun) -> None:
         """The balloon of this run was just made: its namespace's budget covers it. One call a
         namespace while this process leads; without it a drain may evict the anchor: said on
-        the run, not fatal."""
+        the run when trying again cannot mend it (else the resync makes it), not fatal."""
         with self._lock:
             if run.namespace in self._made:
                 return
         try:
             self.kube.create_pdb(budget.of_namespace(run.namespace))
         except ApiError as exc:
+            if not errors.worth_saying(errors.classify(exc)):
+                # Throttled, a timeout, an API server's first moments: the resync makes it.
+                log.info("the namespace's budget for balloons not made yet",
+                         namespace=run.namespace, error=f"{exc.status} {api_message(exc)}")
+                return
             self.notifier.tell(
                 pipelinerun_ref(run.name, run.namespace, run.uid),
                 Notice(

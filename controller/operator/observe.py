@@ -11,7 +11,7 @@ reading the caches again on their own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from controller.core import reconcile, tekton
@@ -26,12 +26,19 @@ from controller.operator.warming import Warming
 
 class Observer:
     def __init__(self, kube: Kube, caches: Caches | None, index: PodIndex,
-                 capacity: Capacity, warming: Warming | None = None) -> None:
+                 capacity: Capacity, warming: Warming | None = None,
+                 lasting: Callable[[str], bool] = lambda _: True) -> None:
         self.kube = kube
         self.caches = caches
         self.index = index
         self.capacity = capacity
         self.warming = warming
+        # Whether a run's balloon stays (its run is live, or the live runs are not all known
+        # yet): a claim is shared only with those. The balloon of a run that ended or was
+        # deleted goes soon, and a term towards it would leave the new balloon with no pod to
+        # join (seen: a StatefulSet controller whose watches were coming back after an API
+        # server restart made a deleted run's balloon pod again, for a few seconds).
+        self.lasting = lasting
 
     def observe(
         self, run: tekton.PipelineRun, facts: Facts, existing: Mapping[str, Any] | None,
@@ -57,7 +64,8 @@ class Observer:
             pvcs=pvcs,
             balloon=existing,
             balloon_pod_node=(pod.node or None) if pod else None,
-            others=self.index.mounted_claims(run.namespace, run.uid, claim_names),
+            others={uid: claims for uid, claims in self.index.mounted_claims(
+                run.namespace, run.uid, claim_names).items() if self.lasting(uid)},
             room=needs_claims and self.capacity.wants_room(run, facts, src),
             room_node=src.room_node,
             resolving=(self.capacity.waits_for_resolution(run, facts, src)

@@ -84,7 +84,8 @@ class Operator:
             self.live.get, lambda: self.view.facts, self.reconcile_run, self._live_runs,
             self.anchors.nodes, self.nudge,
         )
-        self.observer = Observer(kube, caches, self.index, self.capacity, self.warming)
+        self.observer = Observer(kube, caches, self.index, self.capacity, self.warming,
+                                 self._lasting)
         self.marks = Marks(
             kube, f"{settings.namespace_label}={settings.namespace_label_value}", self._live_runs
         )
@@ -124,6 +125,11 @@ class Operator:
     def _claims_tekton_makes(self, run_uid: str) -> frozenset[str]:
         body = self.live.get(run_uid)
         return tekton.PipelineRun.from_body(body).claims_tekton_makes() if body else frozenset()
+
+    def _lasting(self, run_uid: str) -> bool:
+        """The run is live, or the live runs are not all known yet (the first resync round
+        after this replica came to lead has not looked at every run)."""
+        return not self.marks.seeded or run_uid in self.live
 
     def _live_runs(self) -> list[tekton.PipelineRun]:
         with self._live_lock:

@@ -534,3 +534,62 @@ def test_the_oldest_run_without_a_bound_anchor_is_measured_each_round() -> None:
     resync()
     assert operator.metrics.registry.get_sample_value(
         "tekton_coscheduler_oldest_unanchored_run_seconds") == 0
+
+
+def test_a_budget_not_made_for_a_call_that_may_mend_is_no_warning_and_made_by_the_resync(
+) -> None:
+    """Throttled (API Priority and Fairness) or an API server's moment of 503: nothing to say
+    to the run's owners; the resync makes the budget."""
+    operator, kube = make(caches=True)
+    create = kube.create_pdb
+
+    def throttled(manifest: Any) -> None:
+        raise ApiError(status=429, reason="Too Many Requests")
+
+    kube.create_pdb = throttled  # type: ignore[method-assign]
+    body = factories.pipelinerun()
+    kube.runs[body["metadata"]["name"]] = body
+    operator.reconcile_run(body)
+    assert kube.events == []
+    kube.create_pdb = create  # type: ignore[method-assign]
+    Resync(operator)()
+    assert list(kube.budgets) == [f"team-a/{budget.NAME}"]
+
+
+def _bound_balloon_pod(run_uid: str, node: str, claim: str) -> dict[str, Any]:
+    return {"metadata": {"name": f"{balloon.balloon_name(run_uid)}-0", "namespace": "team-a",
+                         "uid": f"pod-{run_uid}", "labels": {
+                             **balloon.selector_labels(run_uid), names.LABEL_RUN: "first"}},
+            "spec": {"nodeName": node, "volumes": [
+                {"name": "c", "persistentVolumeClaim": {"claimName": claim}}]}}
+
+
+def _required_run_uids(kube: MemoryKube, run_uid: str) -> list[str]:
+    spec = kube.statefulsets[balloon.balloon_name(run_uid)]["spec"]["template"]["spec"]
+    terms = (((spec.get("affinity") or {}).get("podAffinity") or {})
+             .get("requiredDuringSchedulingIgnoredDuringExecution") or [])
+    return [t["labelSelector"]["matchLabels"][names.LABEL_RUN_UID] for t in terms]
+
+
+def test_a_read_write_once_claim_is_shared_only_with_the_balloon_of_a_live_run() -> None:
+    """A run deleted (or ended) loses its balloon soon: a StatefulSet controller whose watches
+    were coming back after an API server restart made such a balloon's pod again for a few
+    seconds (CI, 2026-11-27), and the next run on the claim was given a term towards it."""
+    operator, kube = make()
+    kube.list_pvcs = lambda namespace: [  # type: ignore[method-assign]
+        {"metadata": {"name": "source", "namespace": "team-a", "uid": "pvc-uid"},
+         "spec": {"accessModes": ["ReadWriteOnce"]}, "status": {"phase": "Bound"}}]
+    operator.marks.seeded = True  # the first resync round has looked at every run
+    first = factories.pipelinerun(name="first", uid="first-uid")
+    kube.runs["first"] = first
+    operator.reconcile_run(first)
+    operator.index.balloon_event(_bound_balloon_pod("first-uid", "node-1", "source"), False)
+    second = factories.pipelinerun(name="second", uid="second-uid")
+    kube.runs["second"] = second
+    operator.reconcile_run(second)
+    assert _required_run_uids(kube, "second-uid") == ["first-uid"]
+    operator.forget_run(first)  # deleted; its balloon's pod is still there (made again)
+    third = factories.pipelinerun(name="third", uid="third-uid")
+    kube.runs["third"] = third
+    operator.reconcile_run(third)
+    assert "first-uid" not in _required_run_uids(kube, "third-uid")
