@@ -125,11 +125,13 @@ def restart_apiserver(cluster: LocalCluster) -> float:
 
 
 def refresh(cluster: LocalCluster) -> None:
-    """The controller-manager and the scheduler started again, for the modules after this one.
-    Seen once in the whole suite after the seven restarts: the StatefulSet controller made no
-    pod for two minutes and the scheduler said its cache was corrupted, and every later module
-    that needed a pod failed. They are the harness's, not under test here; a cluster's static
-    pods would be restarted by their liveness probes."""
+    """The controller-manager and the scheduler started again, current, after restarts of the
+    API server. Seen after them: the StatefulSet controller made no pod for a minute or two
+    (its informers behind its own writes, "read version ... is not as new as written version",
+    and each StatefulSet requeued with a backoff that doubles), once made a deleted balloon's
+    pod again, and the scheduler said its cache was corrupted; every later scenario that needed
+    a pod failed. They are the harness's, not under test here; a cluster's static pods would be
+    restarted by their liveness probes."""
     for component in ("kube-controller-manager", "kube-scheduler"):
         cluster.restart(component)
 

@@ -254,6 +254,8 @@ def test_a_balloon_pod_deleted_as_watches_come_back_leaves_no_ghost(
         f"{k}={v}" for k, v in s.nodes.items())).items[0].metadata.name
     s.claim_on(node, "shared")
     for attempt in range(3):
+        if attempt:
+            apifaults.refresh(cluster)  # its StatefulSet controller makes the next balloon pod
         first = s.start(f"first-{attempt}", claim="shared")
         assert s.balloon_node(first) == node
         [sts] = s.balloons(first)
@@ -279,6 +281,7 @@ def test_a_balloon_pod_deleted_as_watches_come_back_leaves_no_ghost(
     towards = [t.label_selector.match_labels for t in terms or []]
     assert not [m for m in towards if first["metadata"]["uid"] in m.values()], (
         f"the next run's balloon requires the node of the gone one's: {towards}")
+    apifaults.refresh(cluster)
     assert s.balloon_node(second) == node
 
 
@@ -290,6 +293,7 @@ def test_after_seven_api_server_restarts_the_caches_are_current_within_seconds(
     watches are back), within 10 s the finished runs' balloons are gone. A watch's pause grew
     for a process's life before: 30 s after five failures."""
     s = space
+    apifaults.refresh(cluster)  # after the restarts of the module's scenario before this one
     ending = [s.start(f"ending-{i}") for i in range(4)]
     cluster.wait_for(lambda: len(s.anchored()) == len(ending), timeout=60, what="runs anchored")
     for i in range(7):
