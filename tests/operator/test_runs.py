@@ -269,18 +269,25 @@ def test_the_balloons_of_a_namespace_share_one_budget_made_once() -> None:
     assert calls.calls.count("create_pdb") == 1
 
 
-def test_a_budget_not_made_is_said_on_the_run_and_made_by_the_resync() -> None:
+@pytest.mark.parametrize(("status", "reason", "said"), [
+    (403, "exceeded quota: count/poddisruptionbudgets.policy", ["BalloonUnprotected"]),
+    # Throttled (API Priority and Fairness): it mends itself, nothing to tell the run's owners.
+    (429, "Too Many Requests", []),
+])
+def test_a_budget_not_made_is_said_if_trying_again_cannot_mend_it_and_made_by_the_resync(
+    status: int, reason: str, said: list[str]
+) -> None:
     operator, kube = make(caches=True)
     create = kube.create_pdb
 
     def refused(manifest: Any) -> None:
-        raise ApiError(status=403, reason="exceeded quota: count/poddisruptionbudgets.policy")
+        raise ApiError(status=status, reason=reason)
 
     kube.create_pdb = refused  # type: ignore[method-assign]
     body = factories.pipelinerun()
     kube.runs[body["metadata"]["name"]] = body
     operator.reconcile_run(body)
-    assert [r for r, _ in kube.events] == ["BalloonUnprotected"]
+    assert [r for r, _ in kube.events] == said
     kube.create_pdb = create  # type: ignore[method-assign]
     Resync(operator)()
     assert list(kube.budgets) == [f"team-a/{budget.NAME}"]
@@ -534,26 +541,6 @@ def test_the_oldest_run_without_a_bound_anchor_is_measured_each_round() -> None:
     resync()
     assert operator.metrics.registry.get_sample_value(
         "tekton_coscheduler_oldest_unanchored_run_seconds") == 0
-
-
-def test_a_budget_not_made_for_a_call_that_may_mend_is_no_warning_and_made_by_the_resync(
-) -> None:
-    """Throttled (API Priority and Fairness) or an API server's moment of 503: nothing to say
-    to the run's owners; the resync makes the budget."""
-    operator, kube = make(caches=True)
-    create = kube.create_pdb
-
-    def throttled(manifest: Any) -> None:
-        raise ApiError(status=429, reason="Too Many Requests")
-
-    kube.create_pdb = throttled  # type: ignore[method-assign]
-    body = factories.pipelinerun()
-    kube.runs[body["metadata"]["name"]] = body
-    operator.reconcile_run(body)
-    assert kube.events == []
-    kube.create_pdb = create  # type: ignore[method-assign]
-    Resync(operator)()
-    assert list(kube.budgets) == [f"team-a/{budget.NAME}"]
 
 
 def _bound_balloon_pod(run_uid: str, node: str, claim: str) -> dict[str, Any]:
