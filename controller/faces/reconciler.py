@@ -157,6 +157,7 @@ async def reconcile_while_leading(
         operator.caches.follow_namespaces(view.facts, view.facts)
     if bindings is not None:
         bindings.active = True  # from now on every change of the view is acted on
+    await asyncio.to_thread(kopf_handlers.know_nodes, operator, kube)
     streams = Streams(operator, kube, settings.api_timeout, operator.metrics)
     view.subscribe(streams.on_facts)  # before the first resync round's list: nothing between
     streams.start()

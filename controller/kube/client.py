@@ -8,7 +8,7 @@ never see client models.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -165,18 +165,20 @@ class Kube(Api):
 
     def list_pipelineruns(self, namespace: str | None = None) -> list[Obj]:
         """Every PipelineRun (of the namespace, if one is given), a page of 500 at a time."""
-        where = ((self.custom.list_namespaced_custom_object, tekton.GROUP, tekton.VERSION,
-                  namespace) if namespace else
-                 (self.custom.list_cluster_custom_object, tekton.GROUP, tekton.VERSION))
+        if namespace:
+            return self._pages(self.custom.list_namespaced_custom_object, tekton.GROUP,
+                               tekton.VERSION, namespace, "pipelineruns")
+        return self._pages(self.custom.list_cluster_custom_object, tekton.GROUP,
+                           tekton.VERSION, "pipelineruns")
+
+    def list_nodes(self) -> list[Obj]:
+        return self._pages(self.core.list_node)
+
+    def _pages(self, fn: Callable[..., Any], *args: Any) -> list[Obj]:
         out: list[Obj] = []
         token = None
         while True:
-            page = self.json(
-                *where,
-                "pipelineruns",
-                limit=500,
-                **({"_continue": token} if token else {}),
-            )
+            page = self.json(fn, *args, limit=500, **({"_continue": token} if token else {}))
             out.extend(page.get("items") or [])
             token = (page.get("metadata") or {}).get("continue")
             if not token:

@@ -49,6 +49,29 @@ def test_runs_are_anchored_where_their_images_already_are(
         assert {p.node for p in s.recorder.pods(run["metadata"]["uid"])} == {held_by}
 
 
+def test_a_new_leader_s_first_decision_knows_where_the_images_are(
+    runs: Runs, pool: WarmPool, coscheduler: Coscheduler
+) -> None:
+    """The run is made while no replica leads (its first pod waits, tied and gated: policy
+    mode). The replica that comes back decides it in its first resync round, before kopf's
+    node watch has listed a node: it must know the nodes already (seen before: the first run
+    after a start anchored away from its image, on real nodes)."""
+    if coscheduler.env()["COSCHEDULER_ADMISSION_MODE"] != "policy":
+        pytest.skip("with the webhook down Tekton fails the run's first pod (admission outage)")
+    s = runs
+    builder = warm.image("node")
+    held_by = pool.nodes[2]
+    warm.hold(s.cluster, held_by, {builder: 800 * MB}, coscheduler)
+    coscheduler.kill()
+    try:
+        run = s.start(warm.run(tr.unique("first"), builder, pool))
+        s.recorder.wait_pods(run["metadata"]["uid"], [tr.FETCH], bound=False)
+    finally:
+        coscheduler.start()
+    assert s.anchor(run) == held_by
+    assert tr.outcome(s.done(run)) == ("True", "Succeeded")
+
+
 def test_capacity_wins_over_images_and_a_policy_turns_the_preference_off(
     runs: Runs, pool: WarmPool, coscheduler: Coscheduler
 ) -> None:
