@@ -25,6 +25,7 @@ import trustme
 
 from bench.webhook_server import FixedFacts
 from controller.core import admission
+from e2e.harness.figures import percentile
 from tests import factories
 
 
@@ -33,11 +34,6 @@ def rss_mib(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
-
-
-def pct(samples: list[float], p: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * p))] * 1000
 
 
 def bodies(n: int) -> list[bytes]:
@@ -105,10 +101,11 @@ def main() -> None:
     args = parser.parse_args()
     payloads = bodies(args.requests)
 
-    handler = handler_latency(payloads)
+    handler = [s * 1000 for s in handler_latency(payloads)]  # ms
     print(
-        f"handler (in process): p50 {pct(handler, 0.5):.3f} ms  p99 {pct(handler, 0.99):.3f} ms  "
-        f"max {max(handler) * 1000:.3f} ms  over {len(handler)} requests"
+        f"handler (in process): p50 {percentile(handler, 50):.3f} ms  "
+        f"p99 {percentile(handler, 99):.3f} ms  max {max(handler):.3f} ms  "
+        f"over {len(handler)} requests"
     )
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -147,9 +144,10 @@ def main() -> None:
         finally:
             server.terminate()
             server.wait(10)
+    ms = [s * 1000 for s in samples]
     print(
-        f"over HTTPS ({args.concurrency} keep-alive connections): p50 {pct(samples, 0.5):.3f} ms  "
-        f"p99 {pct(samples, 0.99):.3f} ms  mean {statistics.mean(samples) * 1000:.3f} ms  "
+        f"over HTTPS ({args.concurrency} keep-alive connections): p50 {percentile(ms, 50):.3f} ms  "
+        f"p99 {percentile(ms, 99):.3f} ms  mean {statistics.mean(ms):.3f} ms  "
         f"{len(samples) / elapsed:.0f} requests/s"
     )
     print(f"server resident memory: {idle:.1f} MiB idle, {loaded:.1f} MiB after the run")

@@ -40,7 +40,8 @@ from typing import Any
 
 from kubernetes import client
 
-from bench.scale import _save, pct, say
+from bench.scale import say
+from bench.scale_report import _save
 from controller.core import names
 from controller.core.times import parse_time
 from controller.settings import Settings
@@ -49,6 +50,7 @@ from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import LocalCluster, karpenter
 from e2e.harness.cluster import tekton as tekton_cluster
 from e2e.harness.coscheduler import Coscheduler, install_crds
+from e2e.harness.figures import percentile
 
 MODES = {"capacity": "disabled", "balloon-only": "disabled", "tekton-assistant": "workspaces",
          "none": "disabled"}
@@ -162,8 +164,8 @@ def runs_of_mode(cluster: LocalCluster, mode: str, args: argparse.Namespace) -> 
                 status.get("completionTime"))
             if ok and start and end:
                 result.durations.append((end - start).total_seconds())
-    result.duration_p50 = pct(result.durations, 50)
-    result.duration_p99 = pct(result.durations, 99)
+    result.duration_p50 = percentile(result.durations, 50)
+    result.duration_p99 = percentile(result.durations, 99)
     return result
 
 

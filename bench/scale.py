@@ -52,13 +52,14 @@ from bench import footprint as fp
 from bench import scale_report, scale_warm
 from bench.pod_churn import cpu_seconds, tree_rss_mib
 from bench.profile import Profile, top_frames
-from bench.scale_report import OURS, ModeResult, pct
+from bench.scale_report import OURS, ModeResult
 from controller.core import names
 from e2e.harness import faults, release
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import LocalCluster
 from e2e.harness.cluster import tekton as tekton_cluster
 from e2e.harness.coscheduler import install_crds
+from e2e.harness.figures import percentile
 
 MODES = {"tekton-coscheduler": "disabled", "none": "disabled", "tekton-assistant": "workspaces"}
 TASKS = [tr.FETCH, *tr.FAN_OUT, tr.PUBLISH]
@@ -320,17 +321,18 @@ def one_mode(cluster: LocalCluster, mode: str, runs: int, namespaces: int, opera
             ):
                 result.co_located += 1
         if lags:
-            stats["reconcile_lag_p50_s"] = pct(lags, 50)
-            stats["reconcile_lag_p99_s"] = pct(lags, 99)
+            stats["reconcile_lag_p50_s"] = percentile(lags, 50)
+            stats["reconcile_lag_p99_s"] = percentile(lags, 99)
         if to_sts:  # the lag above in two: our part, then the StatefulSet controller's
-            stats["run_to_statefulset_p50_p99_s"] = (pct(to_sts, 50), pct(to_sts, 99))
-            stats["statefulset_to_pod_p50_p99_s"] = (pct(to_pod, 50), pct(to_pod, 99))
+            stats["run_to_statefulset_p50_p99_s"] = (percentile(to_sts, 50), percentile(to_sts, 99))
+            stats["statefulset_to_pod_p50_p99_s"] = (percentile(to_pod, 50), percentile(to_pod, 99))
         if warmed:
             result.warm = warmed.figures(created, recorder, before, operator.metrics())
     result.operator = stats
-    result.anchor_p50, result.anchor_p99 = pct(result.anchors, 50), pct(result.anchors, 99)
-    result.first_layer_p50 = pct(result.first_layers, 50)
-    result.first_layer_p99 = pct(result.first_layers, 99)
+    result.anchor_p50 = percentile(result.anchors, 50)
+    result.anchor_p99 = percentile(result.anchors, 99)
+    result.first_layer_p50 = percentile(result.first_layers, 50)
+    result.first_layer_p99 = percentile(result.first_layers, 99)
     return result
 
 

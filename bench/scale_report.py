@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,14 +13,6 @@ from bench import scale_warm
 from bench.footprint import Footprint
 
 OURS = "tekton-coscheduler"
-
-
-def pct(values: list[float], q: int) -> float:
-    if not values:
-        return float("nan")
-    if len(values) == 1:
-        return values[0]
-    return statistics.quantiles(values, n=100)[q - 1]
 
 
 @dataclass

@@ -7,7 +7,6 @@ meanwhile (e2e/harness/leaders.py reads them).
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import signal
 import uuid
@@ -22,6 +21,7 @@ from controller.core import names
 from e2e.harness import chart, leaders
 from e2e.harness.cluster import ClusterHandle, LocalCluster, as_dict
 from e2e.harness.coscheduler import Coscheduler
+from e2e.harness.figures import percentile
 from e2e.harness.periodic import Periodic
 from e2e.harness.scenario import Scenario
 
@@ -253,14 +253,6 @@ class Stream(Periodic):
 
 
 # -- figures ---------------------------------------------------------------------------------------
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (nearest rank) of values; 0 for none."""
-    ordered = sorted(values)
-    if not ordered:
-        return 0.0
-    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
 
 def spread(values: Sequence[float]) -> str:
