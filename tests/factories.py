@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 import yaml
+from kubernetes.client.exceptions import ApiException
 
 RUN_UID = "6f1d0c2a-3b4e-4f5a-8b9c-0d1e2f3a4b5c"
 # The required pod-affinity term Tekton gives a TaskRun pod while its own assistant is on.
@@ -188,3 +189,16 @@ def resolution_request(
         body["status"] = {"conditions": [{"type": "Succeeded", "status": "False",
                                           "reason": "ResolutionTimedOut"}]}
     return body
+
+
+def api_error(status: int, message: str = "") -> ApiException:
+    """The client's exception for an API server's answer with this status and message."""
+    exc = ApiException(status=status, reason="x")
+    exc.body = json.dumps({"message": message}) if message else None
+    return exc
+
+
+# What a restarted API server's authorizer answers before its caches are filled (as a Role
+# taken away would).
+DENIED = ('pods is forbidden: User "system:serviceaccount:tcs:operator" cannot create resource '
+          '"pods" in API group "" in the namespace "team"')

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 
@@ -13,6 +12,7 @@ from controller.core import backoff
 from controller.faces.serial import Serial
 from controller.kube import errors
 from controller.metrics import Metrics
+from tests import factories
 from tests.readings import said
 
 
@@ -132,18 +132,11 @@ def test_the_api_server_s_retry_after_is_honoured() -> None:
 
 
 def quota_exceeded() -> ApiException:
-    exc = ApiException(status=403, reason="Forbidden")
-    exc.body = json.dumps({"message": 'statefulsets.apps "x" is forbidden: exceeded quota: q'})
-    return exc
+    return factories.api_error(403, 'statefulsets.apps "x" is forbidden: exceeded quota: q')
 
 
 def denied() -> ApiException:
-    """What a restarted API server answers before its authorizer's caches are filled."""
-    exc = ApiException(status=403, reason="Forbidden")
-    exc.body = json.dumps({"message": 'statefulsets.apps is forbidden: User "system:serviceaccount'
-                                      ':ns:op" cannot create resource "statefulsets" in API group '
-                                      '"apps" in the namespace "team"'})
-    return exc
+    return factories.api_error(403, factories.DENIED)
 
 
 def test_what_trying_again_cannot_mend_is_dropped_and_counted() -> None:

@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import urllib3
-from kubernetes.client.exceptions import ApiException
 
 from controller.kube import errors
+from tests import factories
 
-
-def answered(status: int, message: str = "") -> ApiException:
-    exc = ApiException(status=status, reason="x")
-    exc.body = json.dumps({"message": message}) if message else None
-    return exc
-
-
-DENIED = ('pods is forbidden: User "system:serviceaccount:tcs:operator" cannot create resource '
-          '"pods" in API group "" in the namespace "team"')
+answered = factories.api_error
+DENIED = factories.DENIED
 
 
 @pytest.mark.parametrize(("exc", "reason", "retry", "lasting"), [
