@@ -68,6 +68,7 @@ class Start:
     node: str  # where the run's first pod ran
     seconds: float  # creation to the first step running
     pulled: int  # bytes the kubelets pulled for the run
+    said: str = ""  # ours: the Anchored Event, what the operator knew of the images then
 
 
 @dataclass
@@ -109,11 +110,12 @@ def first_start(real: Real, mode: str, image: str, holder: str) -> Start:
         done = s.done(run, timeout=600)
         assert tr.outcome(done) == ("True", "Succeeded"), (mode, tr.outcome(done))
         pods = s.recorder.pods(run["metadata"]["uid"])
+        said = s.said(run, "Anchored").message if mode in OURS else ""
     first = next(p for p in pods if p.task == tr.FETCH)
     pulled = [p for p in real.nodes.pulled()[before:] if p.image == image]
     seconds = warmlab.first_step_seconds(real, ns, run["metadata"]["name"])
     delete_namespace(real, ns)  # its pods' containers go: the image can be removed again
-    return Start(mode, holder, first.node, seconds, sum(p.bytes for p in pulled))
+    return Start(mode, holder, first.node, seconds, sum(p.bytes for p in pulled), said)
 
 
 def delete_namespace(real: Real, ns: str) -> None:
