@@ -112,10 +112,10 @@ def test_a_pipeline_s_runs_are_anchored_where_its_last_run_was_and_that_is_remem
     warm.pipeline(s.custom, s.ns, "build", "busybox")
     first = s.start(warm.run_of("build", pool))
     node = s.anchor(first)
-    assert "its pipeline's first run here" in s.said(first, "Anchored").message
     assert tr.outcome(s.done(first)) == ("True", "Succeeded")
-    cluster.wait_for(lambda: warm.warm_nodes(s.custom, s.ns, "warm").get("build", {})
-                     .get("node") == node, timeout=30, what="the pipeline's node remembered")
+    if warm.weighs(coscheduler):  # code before warm anchors remembers nothing: see weighs
+        cluster.wait_for(lambda: warm.warm_nodes(s.custom, s.ns, "warm").get("build", {})
+                         .get("node") == node, timeout=30, what="the pipeline's node remembered")
     anchors = []
     for i in range(RUNS - 1):
         if i == 1:
@@ -126,6 +126,7 @@ def test_a_pipeline_s_runs_are_anchored_where_its_last_run_was_and_that_is_remem
         assert tr.outcome(s.done(run)) == ("True", "Succeeded")
     print(f"first run on {node}, then {anchors}")
     assert anchors == [node] * (RUNS - 1)
+    assert "its pipeline's first run here" in s.said(first, "Anchored").message
     said = s.said(run, "Anchored").message
     assert "its pipeline's caches are warm there" in said, said
     # Both runs since the restart, counted by the replica that reads the node back.
