@@ -51,8 +51,8 @@ def know_nodes(operator: Operator, kube: Kube) -> None:
     resync round decides the runs it lists before kopf has listed the nodes: with no node
     known, its first runs were anchored blind to their images and to the nodes' room (seen in
     e2e: a run made while no replica led, anchored away from its image). A list that fails is
-    said and left to kopf's watch. (A node deleted between this list and kopf's
-    own first list stays known, as kopf never saw it to say it went: milliseconds, once.)"""
+    said and left to kopf's watch. (A node deleted between this list and kopf's own first list
+    stays known, as kopf never saw it to say it went: a window of milliseconds, once.)"""
     try:
         nodes = kube.list_nodes()
     except Exception as exc:
