@@ -54,8 +54,8 @@ def test_a_new_leader_s_first_decision_knows_where_the_images_are(
 ) -> None:
     """The run is made while no replica leads (its first pod waits, tied and gated: policy
     mode). The replica that comes back decides it in its first resync round, before kopf's
-    node watch has listed a node: it must know the nodes already (seen before: the first run
-    after a start anchored away from its image, on real nodes)."""
+    node watch has listed a node: it must know the nodes already (the code before anchored it
+    where the scheduler put a pause container)."""
     if coscheduler.env()["COSCHEDULER_ADMISSION_MODE"] != "policy":
         pytest.skip("with the webhook down Tekton fails the run's first pod (admission outage)")
     s = runs
