@@ -11,7 +11,7 @@ from typing import Any
 from kubernetes import client
 
 from controller.core import names
-from e2e.harness.cluster import ClusterHandle
+from e2e.harness.cluster import ClusterHandle, create_once
 from tests import factories
 
 TEKTON = ("tekton.dev", "v1")
@@ -94,10 +94,14 @@ class Scenario:
         for key in ("uid", "creationTimestamp", "generation"):
             meta.pop(key)
         body.pop("status")
-        created: dict[str, Any] = self.custom.create_namespaced_custom_object(
-            *TEKTON, self.ns, "pipelineruns", body
+        return create_once(
+            lambda: self.custom.create_namespaced_custom_object(  # type: ignore[no-any-return]
+                *TEKTON, self.ns, "pipelineruns", body
+            ),
+            lambda: self.custom.get_namespaced_custom_object(  # type: ignore[no-any-return]
+                *TEKTON, self.ns, "pipelineruns", name
+            ),
         )
-        return created
 
     def task_pod(
         self,

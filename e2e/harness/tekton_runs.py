@@ -18,7 +18,7 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from controller.core import names
-from e2e.harness.cluster import ClusterHandle, node_schedulable
+from e2e.harness.cluster import ClusterHandle, create_once, node_schedulable
 
 TEKTON = ("tekton.dev", "v1")
 RUN_SECONDS = "e2e.tekton-coscheduler.dev/run-seconds"
@@ -277,10 +277,13 @@ class PodRecorder:
 def create_run(
     custom: client.CustomObjectsApi, namespace: str, body: Mapping[str, Any]
 ) -> dict[str, Any]:
-    created: dict[str, Any] = custom.create_namespaced_custom_object(
-        *TEKTON, namespace, "pipelineruns", dict(body)
+    """Creates the run, or returns it if a lost answer's resend finds it made."""
+    return create_once(
+        lambda: custom.create_namespaced_custom_object(  # type: ignore[no-any-return]
+            *TEKTON, namespace, "pipelineruns", dict(body)
+        ),
+        lambda: get_run(custom, namespace, body["metadata"]["name"]),
     )
-    return created
 
 
 def get_run(custom: client.CustomObjectsApi, namespace: str, name: str) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """A real Kubernetes control plane for the e2e suite and the demo (see e2e/build.sh)."""
 
+from .api import create_once
 from .backends import Backend, ExistingCluster, KindCluster, open_cluster
 from .handle import (
     FAKE_NODE_ANNOTATION,
@@ -22,6 +23,7 @@ __all__ = [
     "KindCluster",
     "LocalCluster",
     "as_dict",
+    "create_once",
     "find_binary",
     "have_binary",
     "issue_cert",

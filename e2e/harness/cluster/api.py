@@ -56,3 +56,17 @@ class ClusterApi:
                     detail = f" (last API error: {last_error.status} {last_error.reason})"
                 raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}{detail}")
             time.sleep(interval)
+
+
+def create_once(create: Callable[[], T], get: Callable[[], T]) -> T:
+    """create(), or get() when the answer is a 409: for an object under a name no one else
+    uses, that means an earlier send of this same create made it and its answer was lost.
+    urllib3 resends any request, a POST included, after an SSL error on a reused connection
+    (its "other" retries): the likeliest reason CI once got AlreadyExists for a run Tekton had
+    started half a second before (the logs cannot show which)."""
+    try:
+        return create()
+    except ApiException as e:
+        if e.status != 409:
+            raise
+    return get()
