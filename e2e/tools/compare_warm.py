@@ -1,8 +1,9 @@
 """Where a run starts fastest, on two real nodes, in one invocation: ours with warm anchors, ours
 without, Tekton's affinity assistant, and no coscheduling.
 
-python -m e2e.tools.compare_warm [--megabytes 300] [--runs 20] [--repeat 1] [--modes ...]   (root;
-                                   `make compare-warm` builds what it needs first)
+python -m e2e.tools.compare_warm [--megabytes 300] [--runs 20] [--repeat 1] [--modes ...]
+                                 [--registry-mbit 100]
+                                 (root; `make compare-warm` builds what it needs first)
 
 One lab (e2e/harness/real.py): a control plane, two real nodes (kubelet, containerd, runc) that
 pull from the lab's registry with a pull secret, the chart's operator from our image, Tekton.
@@ -12,8 +13,11 @@ pull from the lab's registry with a pull secret, the chart's operator from our i
    from the other. A run whose first task's step uses it (a second task after it, one
    volumeClaimTemplate workspace on node-local volumes either node has) is made in each mode;
    measured: PipelineRun creation to its first step running (the step's startedAt), and the
-   bytes the kubelets pulled for it (their Pulled Events). After each run the image is removed
-   again from the node that did not hold it. The holding node is each node in turn; the
+   bytes the kubelets pulled for it (their Pulled Events). While these runs run, the registry
+   answers at `--registry-mbit` megabits a second (tc on this host; 0: as fast as the host
+   copies), as a registry beyond the cluster does: unshaped, a 300 MB pull from the lab's own
+   registry takes about a second, which hides what a pull costs. After each run the image is
+   removed again from the node that did not hold it. The holding node is each node in turn; the
    figures are averaged over both.
 2. Twenty runs of one Pipeline whose task keeps a cache on its node (a hostPath directory per
    node, as a Maven or Go cache is kept), one after another, in each mode: a run finds its
@@ -34,6 +38,7 @@ C, assistant D; cache hits warm H/R, none ..., assistant ...; median run warm M 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -49,6 +54,7 @@ from controller.core import names
 from e2e.harness import real as real_
 from e2e.harness import tekton_runs as tr
 from e2e.harness import warmlab
+from e2e.harness.cluster import realhost
 from e2e.harness.cluster import tekton as tekton_cluster
 from e2e.harness.coscheduler import REPO
 from e2e.harness.real import Real
@@ -118,6 +124,12 @@ def first_start(real: Real, mode: str, image: str, holder: str) -> Start:
     return Start(mode, holder, first.node, seconds, sum(p.bytes for p in pulled), said)
 
 
+def shaped(real: Real, mbit: int) -> contextlib.AbstractContextManager[None]:
+    if not mbit:
+        return contextlib.nullcontext()
+    return realhost.shaped(realhost.API_ADDRESS, real.registry.port, mbit)
+
+
 def delete_namespace(real: Real, ns: str) -> None:
     with real.cluster.api_client() as api:
         core = client.CoreV1Api(api)
@@ -152,6 +164,8 @@ def main() -> int:
     parser.add_argument("--megabytes", type=int, default=300)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    parser.add_argument("--registry-mbit", type=int, default=100,
+                        help="the registry's bandwidth during the single runs (0: unshaped)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="single runs per mode and holding node (where a mode blind to "
                              "images finds the image by chance, more show what it costs)")
@@ -166,7 +180,8 @@ def main() -> int:
         for holder in real.nodes.nodes * args.repeat:
             for mode in args.modes:
                 warmlab.held_by(real, image, holder)
-                starts.append(first_start(real, mode, image, holder.name))
+                with shaped(real, args.registry_mbit):
+                    starts.append(first_start(real, mode, image, holder.name))
                 say(f"{mode}, image on {holder.name}: {starts[-1]}")
         series = [cached_series(real, mode, args.runs) for mode in args.modes
                   if args.runs > 0]

@@ -10,6 +10,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 from kubernetes import client
@@ -87,6 +88,25 @@ class HostNetwork:
         if self._forward is not None:
             Path("/proc/sys/net/ipv4/ip_forward").write_text(self._forward)
             self._forward = None
+
+
+@contextlib.contextmanager
+def shaped(address: str, port: int, mbit: int) -> Iterator[None]:
+    """What `address:port` sends goes at `mbit` megabits a second while inside, as a registry
+    beyond the cluster answers. The lab's nodes and registry share this host, so its answers
+    leave through lo: an HTB class there takes them, matched by source address and port. HTB
+    has no default class here, so everything else goes by its direct queue, unshaped."""
+    run("tc", "qdisc", "replace", "dev", "lo", "root", "handle", "1:", "htb")
+    try:
+        run("tc", "class", "add", "dev", "lo", "parent", "1:", "classid", "1:10", "htb",
+            "rate", f"{mbit}mbit", "ceil", f"{mbit}mbit", "burst", "256k", "cburst", "256k",
+            "quantum", "65536")
+        run("tc", "filter", "add", "dev", "lo", "parent", "1:", "protocol", "ip", "prio", "1",
+            "u32", "match", "ip", "src", f"{address}/32", "match", "ip", "sport", str(port),
+            "0xffff", "flowid", "1:10")
+        yield
+    finally:
+        run("tc", "qdisc", "delete", "dev", "lo", "root", check=False)
 
 
 def pids_with(needle: str) -> list[int]:
