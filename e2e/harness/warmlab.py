@@ -37,19 +37,34 @@ def _listed(real: Real) -> dict[str, set[str]]:
 def held_by(real: Real, image: str, holder: RealNode) -> None:
     """The image on `holder` only, as each node's kubelet reports it (status.images: what the
     operator and the scheduler read). Pulled with ctr through the node's registry configuration
-    (setup: no kubelet Pulled Event, so not counted); removed from the other node once no
-    container uses it, its content collected (the next pull there is a whole one)."""
+    (setup: no kubelet Pulled Event, so not counted); removed from the other node, its content
+    collected, so that the next pull there fetches every byte again."""
     creds = real.registry.credentials
     for node in real.nodes.nodes:
         if node is holder:
             node.ctr("images", "pull", "--hosts-dir", str(node.hosts), "--user",
                      f"{creds.username}:{creds.password}", image)
         else:
-            node.ctr("images", "rm", "--sync", image, check=False)
+            forget(node, image)
     real.cluster.wait_for(
         lambda: all((image in _listed(real).get(n.name, set())) == (n is holder)
                     for n in real.nodes.nodes),
         timeout=180, what=f"{image} reported by {holder.name} only")
+
+
+def forget(node: RealNode, image: str) -> None:
+    """Every reference of the image on the node, and its content. The CRI plugin keeps a pulled
+    image under its tag and under `repository@digest`: removing the tag alone left the content
+    in place, and the next "pull" fetched no layer (the registry's log showed no blob sent; the
+    kubelet's Pulled Event gave the image's whole size all the same)."""
+    repository = image.split("@")[0].rsplit(":", 1)[0]  # our images' names carry a tag
+    refs = [ref for ref in node.ctr("images", "ls", "-q").stdout.split()
+            if ref == image or ref.startswith(f"{repository}@")]
+    if refs:
+        node.ctr("images", "rm", "--sync", *refs)
+    left = [ref for ref in node.ctr("images", "ls", "-q").stdout.split()
+            if ref.startswith((f"{repository}:", f"{repository}@"))]
+    assert not left, f"{node.name} still holds {left}"
 
 
 def warm_up(real: Real) -> None:
