@@ -8,21 +8,32 @@ never see client models.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-import kubernetes
 import structlog
 from kubernetes.client.exceptions import ApiException
 
 from controller.core import names, tekton
-from controller.kube.api import Api
+from controller.kube.api import MERGE, STRATEGIC, Api, path
 from controller.kube.api import ApiError as ApiError  # what the layers above catch
 from controller.kube.api import Obj as Obj
 from controller.kube.api import api_message as api_message
 
 log = structlog.get_logger(__name__)
+
+APPS, PDBS, LEASES = "apps/v1", "policy/v1", "coordination.k8s.io/v1"
+TEKTON = f"{tekton.GROUP}/{tekton.VERSION}"
+POLICIES = f"{names.POLICY_GROUP}/{names.POLICY_VERSION}"
+
+
+def delete_options(uid: str | None, **more: Any) -> dict[str, Any]:
+    """A DeleteOptions body: the uid precondition spares a successor of the same name."""
+    options = {k: v for k, v in more.items() if v is not None}
+    if uid:
+        options["preconditions"] = {"uid": uid}
+    return options
 
 
 class Kube(Api):
@@ -31,14 +42,14 @@ class Kube(Api):
     # -- balloons ------------------------------------------------------------------------
 
     def get_statefulset(self, namespace: str, name: str) -> Obj | None:
-        return self.get_or_none(self.apps.read_namespaced_stateful_set, name, namespace)
+        return self.get_or_none(path(APPS, "statefulsets", namespace, name))
 
     def create_statefulset(self, manifest: Mapping[str, Any]) -> tuple[Obj, bool]:
         """Create, or return the existing one: (object, created)."""
         meta = manifest["metadata"]
         try:
             return self.json(
-                self.apps.create_namespaced_stateful_set, meta["namespace"], manifest
+                "POST", path(APPS, "statefulsets", meta["namespace"]), dict(manifest)
             ), True
         except ApiException as exc:
             if exc.status != 409:
@@ -52,29 +63,24 @@ class Kube(Api):
         """New pod template, then the unbound pod is deleted so the controller re-creates it."""
         meta = manifest["metadata"]
         patch = {"spec": {"template": manifest["spec"]["template"]}}
-        self.send(self.apps.patch_namespaced_stateful_set, meta["name"], meta["namespace"], patch)
+        self.send("PATCH", path(APPS, "statefulsets", meta["namespace"], meta["name"]), patch,
+                  content_type=STRATEGIC)
         pod_name = f"{meta['name']}-0"
-        pod = self.get_or_none(self.core.read_namespaced_pod, pod_name, meta["namespace"])
+        pod = self.get_or_none(path("v1", "pods", meta["namespace"], pod_name))
         if pod is not None and not (pod.get("spec") or {}).get("nodeName"):
             self.delete_pod(meta["namespace"], pod_name, uid=pod["metadata"]["uid"])
 
     def create_pod(self, manifest: Mapping[str, Any]) -> bool:
         """Creates it; False if one of that name exists (it may be ending: asked again later)."""
-        return self._create_new(self.core.create_namespaced_pod, manifest)
+        return self._create_new(path("v1", "pods", manifest["metadata"]["namespace"]),
+                                manifest)
 
     def delete_pod(self, namespace: str, name: str, uid: str, grace: int | None = None) -> None:
         """Deletes that pod (the uid precondition spares a successor of the same name); grace
         0 removes it at once, as for a pod on a node that will not confirm its end."""
         try:
-            self.send(
-                self.core.delete_namespaced_pod,
-                name,
-                namespace,
-                body=kubernetes.client.V1DeleteOptions(
-                    preconditions=kubernetes.client.V1Preconditions(uid=uid),
-                    grace_period_seconds=grace,
-                ),
-            )
+            self.send("DELETE", path("v1", "pods", namespace, name),
+                      delete_options(uid, gracePeriodSeconds=grace))
         except ApiException as exc:
             if exc.status not in (404, 409):
                 raise
@@ -85,8 +91,8 @@ class Kube(Api):
         pod gone, or replaced by one of the same name (the uid precondition): left alone."""
         body = {**patch, "metadata": {"uid": uid}}
         try:
-            self.send(self.core.patch_namespaced_pod, name, namespace, body,
-                      _content_type="application/strategic-merge-patch+json")
+            self.send("PATCH", path("v1", "pods", namespace, name), body,
+                      content_type=STRATEGIC)
         except ApiException as exc:
             if exc.status not in (404, 409):
                 raise
@@ -95,12 +101,9 @@ class Kube(Api):
 
     def delete_statefulset(self, namespace: str, name: str, uid: str | None = None) -> bool:
         """True if deleted now; False if already gone. A uid precondition spares a successor."""
-        options = kubernetes.client.V1DeleteOptions(
-            propagation_policy="Background",
-            preconditions=kubernetes.client.V1Preconditions(uid=uid) if uid else None,
-        )
         try:
-            self.send(self.apps.delete_namespaced_stateful_set, name, namespace, body=options)
+            self.send("DELETE", path(APPS, "statefulsets", namespace, name),
+                      delete_options(uid, propagationPolicy="Background"))
             return True
         except ApiException as exc:
             if exc.status in (404, 409):
@@ -108,77 +111,63 @@ class Kube(Api):
             raise
 
     def list_balloons(self) -> list[Obj]:
-        return self.items(
-            self.apps.list_stateful_set_for_all_namespaces, label_selector=names.BALLOON_SELECTOR
-        )
+        return self.items(path(APPS, "statefulsets"), labelSelector=names.BALLOON_SELECTOR)
 
     def list_balloon_pods(self, namespace: str, run_uid: str) -> list[Obj]:
         selector = f"{names.BALLOON_SELECTOR},{names.LABEL_RUN_UID}={run_uid}"
-        return self.items(self.core.list_namespaced_pod, namespace, label_selector=selector)
+        return self.items(path("v1", "pods", namespace), labelSelector=selector)
 
     def list_run_pods(self, namespace: str, run_name: str) -> list[Obj]:
         """The TaskRun pods of a run, as the API server has them now."""
         selector = f"{tekton.LABEL_PIPELINE_RUN}={run_name},{tekton.LABEL_TASK_RUN}"
-        return self.items(self.core.list_namespaced_pod, namespace, label_selector=selector)
+        return self.items(path("v1", "pods", namespace), labelSelector=selector)
 
     def annotate_statefulset(
         self, namespace: str, name: str, annotations: Mapping[str, str]
     ) -> None:
-        self.send(self.apps.patch_namespaced_stateful_set, name, namespace,
-                  {"metadata": {"annotations": dict(annotations)}})
+        self.send("PATCH", path(APPS, "statefulsets", namespace, name),
+                  {"metadata": {"annotations": dict(annotations)}}, content_type=STRATEGIC)
 
     # -- Tekton and storage --------------------------------------------------------------
 
     def list_pvcs(self, namespace: str) -> list[Obj]:
-        return self.items(self.core.list_namespaced_persistent_volume_claim, namespace)
+        return self.items(path("v1", "persistentvolumeclaims", namespace))
 
     def get_pvc(self, namespace: str, name: str) -> Obj | None:
-        return self.get_or_none(self.core.read_namespaced_persistent_volume_claim, name, namespace)
+        return self.get_or_none(path("v1", "persistentvolumeclaims", namespace, name))
 
     def get_pv(self, name: str) -> Obj | None:
-        return self.get_or_none(self.core.read_persistent_volume, name)
+        return self.get_or_none(path("v1", "persistentvolumes", name=name))
 
     def create_pdb(self, manifest: Mapping[str, Any]) -> bool:
         """Creates it; False if one of that name exists (it is left as it is)."""
-        return self._create_new(self.policy.create_namespaced_pod_disruption_budget, manifest)
+        namespace = manifest["metadata"]["namespace"]
+        return self._create_new(path(PDBS, "poddisruptionbudgets", namespace), manifest)
 
     def delete_pdb(self, namespace: str, name: str, uid: str) -> None:
         """Deletes that budget (the uid precondition spares a successor); gone already is done."""
-        options = kubernetes.client.V1DeleteOptions(
-            preconditions=kubernetes.client.V1Preconditions(uid=uid))
         try:
-            self.send(self.policy.delete_namespaced_pod_disruption_budget, name, namespace,
-                      body=options)
+            self.send("DELETE", path(PDBS, "poddisruptionbudgets", namespace, name),
+                      delete_options(uid))
         except ApiException as exc:
             if exc.status not in (404, 409):
                 raise
 
     def get_pipelinerun(self, namespace: str, name: str) -> Obj | None:
-        return self.get_or_none(
-            self.custom.get_namespaced_custom_object,
-            tekton.GROUP,
-            tekton.VERSION,
-            namespace,
-            "pipelineruns",
-            name,
-        )
+        return self.get_or_none(path(TEKTON, "pipelineruns", namespace, name))
 
     def list_pipelineruns(self, namespace: str | None = None) -> list[Obj]:
         """Every PipelineRun (of the namespace, if one is given), a page of 500 at a time."""
-        if namespace:
-            return self._pages(self.custom.list_namespaced_custom_object, tekton.GROUP,
-                               tekton.VERSION, namespace, "pipelineruns")
-        return self._pages(self.custom.list_cluster_custom_object, tekton.GROUP,
-                           tekton.VERSION, "pipelineruns")
+        return self._pages(path(TEKTON, "pipelineruns", namespace))
 
     def list_nodes(self) -> list[Obj]:
-        return self._pages(self.core.list_node)
+        return self._pages(path("v1", "nodes"))
 
-    def _pages(self, fn: Callable[..., Any], *args: Any) -> list[Obj]:
+    def _pages(self, url_path: str) -> list[Obj]:
         out: list[Obj] = []
         token = None
         while True:
-            page = self.json(fn, *args, limit=500, **({"_continue": token} if token else {}))
+            page = self.json("GET", url_path, query={"limit": 500, "continue": token})
             out.extend(page.get("items") or [])
             token = (page.get("metadata") or {}).get("continue")
             if not token:
@@ -190,23 +179,20 @@ class Kube(Api):
         """A merge patch of a PipelineRun or TaskRun (the mark of an anchored run, core/mark.py);
         one that is gone meanwhile is left."""
         try:
-            self.send(self.custom.patch_namespaced_custom_object,
-                      tekton.GROUP, tekton.VERSION, namespace, plural, name, dict(patch))
+            self.send("PATCH", path(TEKTON, plural, namespace, name), dict(patch),
+                      content_type=MERGE)
         except ApiException as exc:
             if exc.status != 404:
                 raise
 
     def list_task_runs(self, namespace: str, run_name: str) -> list[Obj]:
-        return self.items(
-            self.custom.list_namespaced_custom_object, tekton.GROUP, tekton.VERSION, namespace,
-            "taskruns", label_selector=f"{tekton.LABEL_PIPELINE_RUN}={run_name}",
-        )
+        return self.items(path(TEKTON, "taskruns", namespace),
+                          labelSelector=f"{tekton.LABEL_PIPELINE_RUN}={run_name}")
 
     def list_nodepools(self) -> list[Obj]:
         """Karpenter's NodePools; none where Karpenter's API is not served."""
         try:
-            return self.items(self.custom.list_cluster_custom_object, "karpenter.sh", "v1",
-                              "nodepools")
+            return self.items(path("karpenter.sh/v1", "nodepools"))
         except ApiException as exc:
             if exc.status == 404:
                 return []
@@ -215,25 +201,12 @@ class Kube(Api):
     # -- our policy ----------------------------------------------------------------------
 
     def list_policies(self, namespace: str) -> list[Obj]:
-        return self.items(
-            self.custom.list_namespaced_custom_object,
-            names.POLICY_GROUP,
-            names.POLICY_VERSION,
-            namespace,
-            names.POLICY_PLURAL,
-        )
+        return self.items(path(POLICIES, names.POLICY_PLURAL, namespace))
 
     def patch_policy_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         try:
-            self.send(
-                self.custom.patch_namespaced_custom_object_status,
-                names.POLICY_GROUP,
-                names.POLICY_VERSION,
-                namespace,
-                names.POLICY_PLURAL,
-                name,
-                {"status": dict(status)},
-            )
+            self.send("PATCH", path(POLICIES, names.POLICY_PLURAL, namespace, name, "status"),
+                      {"status": dict(status)}, content_type=MERGE)
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -241,29 +214,26 @@ class Kube(Api):
     # -- leader election ---------------------------------------------------------------
 
     def get_lease(self, namespace: str, name: str) -> Obj | None:
-        return self.get_or_none(self.coordination.read_namespaced_lease, name, namespace)
+        return self.get_or_none(path(LEASES, "leases", namespace, name))
 
     def create_lease(self, body: Mapping[str, Any]) -> bool:
         """False if someone else created it first."""
-        namespace = body["metadata"]["namespace"]
-        return self._unless_conflict(self.coordination.create_namespaced_lease, namespace, body)
+        return self._unless_conflict("POST", path(LEASES, "leases", body["metadata"]["namespace"]),
+                                     body)
 
     def replace_lease(self, body: Mapping[str, Any]) -> bool:
         """False if the Lease changed since it was read (its resourceVersion is checked)."""
         meta = body["metadata"]
-        return self._unless_conflict(
-            self.coordination.replace_namespaced_lease, meta["name"], meta["namespace"], body
-        )
+        return self._unless_conflict("PUT", path(LEASES, "leases", meta["namespace"], meta["name"]),
+                                     body)
 
     # -- events --------------------------------------------------------------------------
 
     def event_messages(self, namespace: str, kind: str, reason: str) -> dict[str, list[str]]:
         """The messages of a namespace's Events of a reason about objects of a kind, by the
         object's uid, newest last."""
-        events = self.items(
-            self.core.list_namespaced_event, namespace,
-            field_selector=f"involvedObject.kind={kind},reason={reason}",
-        )
+        events = self.items(path("v1", "events", namespace),
+                            fieldSelector=f"involvedObject.kind={kind},reason={reason}")
         events.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
         said: dict[str, list[str]] = {}
         for e in events:
@@ -302,4 +272,4 @@ class Kube(Api):
             "lastTimestamp": now,
             "count": 1,
         }
-        self.send(self.core.create_namespaced_event, namespace, event)
+        self.send("POST", path("v1", "events", namespace), event)

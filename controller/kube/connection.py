@@ -52,4 +52,14 @@ def load_client_config() -> kubernetes.client.ApiClient:
         kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]
     except kubernetes.config.ConfigException:
         kubernetes.config.load_kube_config()  # type: ignore[no-untyped-call]
-    return kubernetes.client.ApiClient()
+    return api_client(kubernetes.client.Configuration.get_default_copy())
+
+
+def api_client(cfg: kubernetes.client.Configuration) -> kubernetes.client.ApiClient:
+    """A client that tries each request once: every failure reaches kube/errors.py and the work
+    queue's backoff. urllib3's default would try again inside the call, unseen: a GET, PUT or
+    DELETE answered 429 up to three times, each after sleeping its Retry-After in the calling
+    thread (a worker, or the Lease loop past its renewal deadline), and any request, a POST
+    included, after an SSL error on a reused connection (a create sent twice)."""
+    cfg.retries = False
+    return kubernetes.client.ApiClient(cfg)

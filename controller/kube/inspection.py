@@ -7,8 +7,7 @@ that the client stays the operator's short list of calls.
 
 from __future__ import annotations
 
-import kubernetes
-
+from controller.kube.api import path
 from controller.kube.client import Kube, Obj
 
 
@@ -17,13 +16,13 @@ class Inspection:
         self.kube = kube
 
     def server_version(self) -> str:
-        version = self.kube.json(kubernetes.client.VersionApi(self.kube.api).get_code)
+        version = self.kube.json("GET", "/version")
         return str(version.get("gitVersion"))
 
     def crd_served_versions(self, name: str) -> list[str] | None:
         """The served versions of a CustomResourceDefinition; None if it is not installed."""
-        ext = kubernetes.client.ApiextensionsV1Api(self.kube.api)
-        crd = self.kube.get_or_none(ext.read_custom_resource_definition, name)
+        crd = self.kube.get_or_none(
+            path("apiextensions.k8s.io/v1", "customresourcedefinitions", name=name))
         if crd is None:
             return None
         versions = (crd.get("spec") or {}).get("versions") or []
@@ -31,7 +30,7 @@ class Inspection:
 
     def configmap_data(self, namespace: str, name: str) -> dict[str, str] | None:
         """A ConfigMap's data ({} when it has none); None if it does not exist."""
-        cm = self.kube.get_or_none(self.kube.core.read_namespaced_config_map, name, namespace)
+        cm = self.kube.get_or_none(path("v1", "configmaps", namespace, name))
         return None if cm is None else dict(cm.get("data") or {})
 
     def can_i(
@@ -51,26 +50,21 @@ class Inspection:
                 }
             },
         }
-        authz = kubernetes.client.AuthorizationV1Api(self.kube.api)
-        answer = self.kube.json(authz.create_self_subject_access_review, review)
+        answer = self.kube.json(
+            "POST", path("authorization.k8s.io/v1", "selfsubjectaccessreviews"), review)
         return bool((answer.get("status") or {}).get("allowed"))
 
     def get_namespace(self, name: str) -> Obj | None:
-        return self.kube.get_or_none(self.kube.core.read_namespace, name)
+        return self.kube.get_or_none(path("v1", "namespaces", name=name))
 
     def get_node(self, name: str) -> Obj | None:
-        return self.kube.get_or_none(self.kube.core.read_node, name)
+        return self.kube.get_or_none(path("v1", "nodes", name=name))
 
     def list_pods(self, namespace: str, selector: str) -> list[Obj]:
-        return self.kube.items(
-            self.kube.core.list_namespaced_pod, namespace, label_selector=selector
-        )
+        return self.kube.items(path("v1", "pods", namespace), labelSelector=selector)
 
     def list_events(self, namespace: str, uid: str) -> list[Obj]:
         """Events about the object with this uid, oldest first."""
-        events = self.kube.items(
-            self.kube.core.list_namespaced_event,
-            namespace,
-            field_selector=f"involvedObject.uid={uid}",
-        )
+        events = self.kube.items(path("v1", "events", namespace),
+                                 fieldSelector=f"involvedObject.uid={uid}")
         return sorted(events, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime")))
