@@ -64,6 +64,7 @@ bench: venv
 	$(BIN)/python -m bench.admission_modes
 	$(BIN)/python -m bench.admission_parity
 	$(BIN)/python -m bench.webhook_under_load
+	$(BIN)/python -m bench.client_calls
 
 # R concurrent runs on N nodes with F finished runs kept: ours, none, Tekton's assistant
 # (not part of CI). Smaller: make bench-scale SCALE_FLAGS="--runs 100 --nodes 20 --finished 500"
