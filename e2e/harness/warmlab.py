@@ -8,7 +8,9 @@ node of a cluster would have its own disk.
 
 from __future__ import annotations
 
+import json
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,26 +47,39 @@ def held_by(real: Real, image: str, holder: RealNode) -> None:
             node.ctr("images", "pull", "--hosts-dir", str(node.hosts), "--user",
                      f"{creds.username}:{creds.password}", image)
         else:
-            forget(node, image)
+            forget(node, image, layers(real, image))
     real.cluster.wait_for(
         lambda: all((image in _listed(real).get(n.name, set())) == (n is holder)
                     for n in real.nodes.nodes),
         timeout=180, what=f"{image} reported by {holder.name} only")
 
 
-def forget(node: RealNode, image: str) -> None:
-    """Every reference of the image on the node, and its content. The CRI plugin keeps a pulled
-    image under its tag and under `repository@digest`: removing the tag alone left the content
-    in place, and the next "pull" fetched no layer (the registry's log showed no blob sent; the
-    kubelet's Pulled Event gave the image's whole size all the same)."""
+def forget(node: RealNode, image: str, blobs: Sequence[str]) -> None:
+    """Every reference of the image on the node, and its blobs (`blobs`: the digests of its
+    layers), so that the next pull there fetches every byte again. Two things kept a pull from
+    fetching anything, each seen in the registry's log (no blob sent) while the kubelet's Pulled
+    Event gave the image's whole size all the same: the CRI plugin keeps a pulled image under its
+    tag and under `repository@digest` (removing the tag alone left the other), and with no
+    reference left the blobs still stayed, held by containerd's leases."""
     repository = image.split("@")[0].rsplit(":", 1)[0]  # our images' names carry a tag
     refs = [ref for ref in node.ctr("images", "ls", "-q").stdout.split()
             if ref == image or ref.startswith(f"{repository}@")]
     if refs:
         node.ctr("images", "rm", "--sync", *refs)
+    held = set(node.ctr("content", "ls", "-q").stdout.split())
+    if held & set(blobs):
+        node.ctr("content", "rm", *sorted(held & set(blobs)))
     left = [ref for ref in node.ctr("images", "ls", "-q").stdout.split()
             if ref.startswith((f"{repository}:", f"{repository}@"))]
+    left += sorted(set(node.ctr("content", "ls", "-q").stdout.split()) & set(blobs))
     assert not left, f"{node.name} still holds {left}"
+
+
+def layers(real: Real, image: str) -> list[str]:
+    """The digests of the image's layers, as the lab's registry serves its manifest."""
+    manifest = real.registry.manifest(image)
+    assert manifest is not None, f"{image} is not in the lab's registry"
+    return [str(layer["digest"]) for layer in json.loads(manifest)["layers"]]
 
 
 def warm_up(real: Real) -> None:
