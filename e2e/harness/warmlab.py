@@ -8,6 +8,7 @@ node of a cluster would have its own disk.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Sequence
@@ -47,31 +48,38 @@ def held_by(real: Real, image: str, holder: RealNode) -> None:
             node.ctr("images", "pull", "--hosts-dir", str(node.hosts), "--user",
                      f"{creds.username}:{creds.password}", image)
         else:
-            forget(node, image, layers(real, image))
+            forget(real, node, image)
     real.cluster.wait_for(
         lambda: all((image in _listed(real).get(n.name, set())) == (n is holder)
                     for n in real.nodes.nodes),
         timeout=180, what=f"{image} reported by {holder.name} only")
 
 
-def forget(node: RealNode, image: str, blobs: Sequence[str]) -> None:
-    """Every reference of the image on the node, and its blobs (`blobs`: the digests of its
-    layers), so that the next pull there fetches every byte again. Two things kept a pull from
-    fetching anything, each seen in the registry's log (no blob sent) while the kubelet's Pulled
-    Event gave the image's whole size all the same: the CRI plugin keeps a pulled image under its
-    tag and under `repository@digest` (removing the tag alone left the other), and with no
-    reference left the blobs still stayed, held by containerd's leases."""
+def forget(real: Real, node: RealNode, image: str) -> None:
+    """The image gone from the node, so that the next pull there fetches its large layer again:
+    every reference, the layers' blobs, and the snapshot of its top layer. Each kept a pull from
+    fetching a byte (the registry's log showed no blob sent while the kubelet's Pulled Event gave
+    the image's whole size all the same): the CRI plugin keeps a pulled image under its tag and
+    under `repository@digest`; blobs with no reference left stay while containerd's leases hold
+    them; and containerd's unpacker fetches no layer whose snapshot is already there."""
     repository = image.split("@")[0].rsplit(":", 1)[0]  # our images' names carry a tag
     refs = [ref for ref in node.ctr("images", "ls", "-q").stdout.split()
             if ref == image or ref.startswith(f"{repository}@")]
     if refs:
         node.ctr("images", "rm", "--sync", *refs)
-    held = set(node.ctr("content", "ls", "-q").stdout.split())
-    if held & set(blobs):
-        node.ctr("content", "rm", *sorted(held & set(blobs)))
+    blobs = set(layers(real, image))
+    if held := blobs & set(node.ctr("content", "ls", "-q").stdout.split()):
+        node.ctr("content", "rm", *sorted(held))
+    top = chain_ids(real.registry.config(image)["rootfs"]["diff_ids"])[-1]
+
+    def snapshot_gone() -> bool:  # a container of the last run may stand on it a moment more
+        node.ctr("snapshots", "rm", top, check=False)
+        return top not in node.ctr("snapshots", "ls").stdout
+    real.cluster.wait_for(snapshot_gone, timeout=60,
+                          what=f"{image}'s top layer unpacked no more on {node.name}")
     left = [ref for ref in node.ctr("images", "ls", "-q").stdout.split()
             if ref.startswith((f"{repository}:", f"{repository}@"))]
-    left += sorted(set(node.ctr("content", "ls", "-q").stdout.split()) & set(blobs))
+    left += sorted(set(node.ctr("content", "ls", "-q").stdout.split()) & blobs)
     assert not left, f"{node.name} still holds {left}"
 
 
@@ -80,6 +88,15 @@ def layers(real: Real, image: str) -> list[str]:
     manifest = real.registry.manifest(image)
     assert manifest is not None, f"{image} is not in the lab's registry"
     return [str(layer["digest"]) for layer in json.loads(manifest)["layers"]]
+
+
+def chain_ids(diff_ids: Sequence[str]) -> list[str]:
+    """The snapshot keys of an image's layers (the OCI image spec's ChainID of each)."""
+    chain: list[str] = []
+    for diff_id in diff_ids:
+        chain.append(diff_id if not chain else
+                     "sha256:" + hashlib.sha256(f"{chain[-1]} {diff_id}".encode()).hexdigest())
+    return chain
 
 
 def warm_up(real: Real) -> None:

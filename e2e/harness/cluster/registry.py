@@ -215,6 +215,19 @@ class LabRegistry:
             raise RuntimeError(f"the lab's registry answered {status} for {name}")
         return body
 
+    def config(self, name: str) -> dict[str, Any]:
+        """The image's config: its rootfs diff_ids key the snapshots a node unpacks it into."""
+        body = self.manifest(name)
+        if body is None:
+            raise LookupError(f"{name} is not in the lab's registry")
+        path, _ = repository(name)
+        digest = json.loads(body)["config"]["digest"]
+        status, blob = self._request("GET", f"/v2/{path}/blobs/{digest}", accept="*/*")
+        if status != 200:
+            raise RuntimeError(f"the lab's registry answered {status} for {name}'s config")
+        config: dict[str, Any] = json.loads(blob)
+        return config
+
     def size(self, name: str) -> int:
         """The bytes a node fetches for the image: its manifest, config and compressed layers
         (what containerd, and so the kubelet, calls the image's size)."""
