@@ -236,11 +236,15 @@ def plot(starts: list[Start], series: list[Series], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     modes = list(dict.fromkeys(x.mode for x in starts))
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, axes = plt.subplots(1, 2 if series else 1, figsize=(10 if series else 5, 4),
+                             squeeze=False)
+    left = axes[0][0]
     left.bar(modes, [statistics.mean(x.seconds for x in starts if x.mode == m) for m in modes])
     left.set_ylabel("PipelineRun created to first step running (s)")
-    right.bar([x.mode for x in series], [median(x.seconds) for x in series])
-    right.set_ylabel("median run, node-local cache (s)")
+    if series:  # none with --runs 0
+        right = axes[0][1]
+        right.bar([x.mode for x in series], [median(x.seconds) for x in series])
+        right.set_ylabel("median run, node-local cache (s)")
     fig.tight_layout()
     fig.savefig(path)
 
