@@ -69,11 +69,8 @@ class Resync:
         if listed:
             bodies: Sequence[Mapping[str, Any]] = op.kube.list_pipelineruns()
         else:
-            with op._live_lock:
-                bodies = [b for uid, b in op.live.items()
-                          if op.reconciled.get(uid, float("-inf")) < since
-                          and not op.settled.skips(uid)]
-                op.metrics.resync_left_alone.set(len(op.live) - len(bodies))
+            bodies, left_alone = op.live.not_reconciled_since(since, op.settled.skips)
+            op.metrics.resync_left_alone.set(left_alone)
         uids = [str((b.get("metadata") or {}).get("uid") or "") for b in bodies]
         for uid, body in zip(uids, bodies, strict=True):
             self.submit(uid, body, listed)
@@ -85,8 +82,7 @@ class Resync:
                 time.sleep(0.1)
             self.seeded = True
             op.marks.seeded = True
-        with op._live_lock:
-            live = {uid: tekton.PipelineRun.from_body(b) for uid, b in op.live.items()}
+        live = op.live.by_uid()
         op.metrics.oldest_unanchored.set(self._oldest_unanchored(live))
         waiting = [placed for sts in balloons
                    if (placed := self._step("balloon", self._balloon, sts, live))]

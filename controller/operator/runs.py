@@ -7,8 +7,6 @@ events harmless.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -27,6 +25,7 @@ from controller.operator.balloons import Balloons
 from controller.operator.budgets import Budgets
 from controller.operator.capacity import Capacity
 from controller.operator.gates import Gates
+from controller.operator.live import LiveRuns
 from controller.operator.marking import Marks
 from controller.operator.notify import Notifier
 from controller.operator.observe import Observer
@@ -56,13 +55,7 @@ class Operator:
         self.view = view
         self.metrics = metrics
         self.caches = caches
-        # Runs of enabled namespaces that are not finished, by uid, as their last event showed
-        # them: what the resync goes over (finished runs, and other namespaces', cost nothing).
-        self.live: dict[str, Mapping[str, Any]] = {}
-        # Live run uid -> when a reconcile of it last ran to its end (monotonic): a resync round
-        # leaves alone the runs an event has reconciled since its previous round.
-        self.reconciled: dict[str, float] = {}
-        self._live_lock = threading.Lock()
+        self.live = LiveRuns()
         # Puts a run on the leader's work queue (faces/streams.py sets it): see nudge.
         self.submit: Callable[[str, Mapping[str, Any], bool], None] | None = None
         self.notifier = Notifier(kube)
@@ -81,13 +74,13 @@ class Operator:
                                    self._claims_tekton_makes)
         self.capacity = Capacity(
             settings, kube, caches, self.index, self.notifier, metrics, self.balloon_of,
-            self.live.get, lambda: self.view.facts, self.reconcile_run, self._live_runs,
+            self.live.get, lambda: self.view.facts, self.reconcile_run, self.live.runs,
             self.anchors.nodes, self.nudge,
         )
         self.observer = Observer(kube, caches, self.index, self.capacity, self.warming,
                                  self._lasting)
         self.marks = Marks(
-            kube, f"{settings.namespace_label}={settings.namespace_label_value}", self._live_runs
+            kube, f"{settings.namespace_label}={settings.namespace_label_value}", self.live.runs
         )
         self.policies = Policies(settings, kube, self.notifier, metrics, view)
         view.subscribe(self.settled.on_facts)
@@ -131,10 +124,6 @@ class Operator:
         after this replica came to lead has not looked at every run)."""
         return not self.marks.seeded or run_uid in self.live
 
-    def _live_runs(self) -> list[tekton.PipelineRun]:
-        with self._live_lock:
-            return [tekton.PipelineRun.from_body(b) for b in self.live.values()]
-
     def concerns(self, namespace: str, run_uid: str, labels: Mapping[str, Any]) -> bool:
         """Whether an event of this run, or of one of its pods, can matter here: its namespace
         is enabled (or not known yet), it carries our mark, or something of it is held here.
@@ -152,9 +141,7 @@ class Operator:
     def forget_run(self, body: Mapping[str, Any]) -> None:
         """The run is deleted (its balloon goes by garbage collection)."""
         uid = str((body.get("metadata") or {}).get("uid") or "")
-        with self._live_lock:
-            self.live.pop(uid, None)
-            self.reconciled.pop(uid, None)
+        self.live.drop(uid)
         self.settled.forget(uid)
         self.capacity.forget(uid)
         self.marks.forget(uid)
@@ -163,19 +150,14 @@ class Operator:
     def still_current(self, body: Mapping[str, Any]) -> bool:
         """Whether this body is still the one the live runs hold (no newer event replaced it,
         and its run has not ended)."""
-        uid = str((body.get("metadata") or {}).get("uid") or "")
-        with self._live_lock:
-            return self.live.get(uid) is body
+        return self.live.holds(str((body.get("metadata") or {}).get("uid") or ""), body)
 
     def run_event(self, body: Mapping[str, Any]) -> None:
         """A watch event of a run: reconciled, unless the run is settled and the event changed
         nothing its decision reads (operator/settled.py); then only its body is kept."""
         run = tekton.PipelineRun.from_body(body)
-        if self.settled.quiet(run.uid, reconcile.reads(run)):
-            with self._live_lock:
-                if run.uid in self.live:
-                    self.live[run.uid] = body
-                    return
+        if self.settled.quiet(run.uid, reconcile.reads(run)) and self.live.refresh(run.uid, body):
+            return
         self.reconcile_run(body, run, newest=True)
 
     def reconcile_run(self, body: Mapping[str, Any], run: tekton.PipelineRun | None = None,
@@ -191,12 +173,10 @@ class Operator:
             return reconcile.Decision(Verb.NONE, "invalid run")
         # A run anchored before its namespace was switched off stays ours to its end.
         serves = self.marks.serves(run, facts) or bool(self.index.run_pods(run.uid))
-        with self._live_lock:
-            if serves and not run.finished:
-                self.live[run.uid] = body
-            else:
-                self.live.pop(run.uid, None)
-                self.reconciled.pop(run.uid, None)
+        if serves and not run.finished:
+            self.live.keep(run.uid, body)
+        else:
+            self.live.drop(run.uid)
         if not serves or run.finished:
             self.settled.forget(run.uid)
         if run.finished:  # finished runs stay in the cluster: their estimate need not
@@ -241,10 +221,7 @@ class Operator:
             self.capacity.tend(run.uid, decision.manifest, src)
         elif self.index.rooms(run.uid):
             self.capacity.release(run.uid, decision.why)
-        with self._live_lock:
-            live = run.uid in self.live
-            if live:
-                self.reconciled[run.uid] = time.monotonic()
+        live = self.live.reconciled(run.uid)
         if live and decision.verb is Verb.KEEP and marked:  # a mark not made: its next event
             self.settled.settle(run.uid, run.namespace, begun, reconcile.reads(run))
         else:
@@ -272,10 +249,7 @@ class Operator:
 
     def _decide_again(self, run: tekton.PipelineRun, fresh: Mapping[str, Any] | None
                       ) -> reconcile.Decision:
-        with self._live_lock:
-            if self.live.get(run.uid) is run.raw:
-                self.live.pop(run.uid, None)
-                self.reconciled.pop(run.uid, None)
+        self.live.drop(run.uid, only=run.raw)
         self.settled.forget(run.uid)
         if fresh is not None and (fresh.get("metadata") or {}).get("uid") == run.uid:
             return self.reconcile_run(fresh, newest=True)  # not asked for a second time

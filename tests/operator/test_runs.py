@@ -4,6 +4,7 @@ e2e suite). Here: races and replays that are hard to time on a real cluster."""
 from __future__ import annotations
 
 import copy
+import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -361,7 +362,7 @@ def test_a_stale_view_of_a_finished_run_makes_no_balloon_and_leaves_it_no_longer
     decision = operator.reconcile_run(stale)
     assert kube.statefulsets == {}
     assert decision.why == "run finished"
-    assert operator.live == {}
+    assert list(operator.live) == []
     gone = factories.pipelinerun(name="gone", uid="gone-uid")  # deleted since: no body to ask
     decision = operator.reconcile_run(gone)
     assert kube.statefulsets == {} and decision.why == "run no longer live"
@@ -391,7 +392,7 @@ def test_a_round_leaves_to_its_event_a_run_whose_body_an_event_replaced_meanwhil
         return reconcile(body)
 
     operator.reconcile_run = meanwhile  # type: ignore[method-assign]
-    operator.reconciled.clear()  # both due this round
+    resync.last_round = time.monotonic()  # both due this round: reconciled before it
     operator.settled.forget("first-uid")
     operator.settled.forget("ends-uid")
     resync()

@@ -286,7 +286,7 @@ def test_a_settled_run_s_event_that_changes_nothing_its_decision_reads_is_not_re
     operator.run_event(written(2, "Tasks Completed: 1"))
     operator.run_event(written(3, "Tasks Completed: 2"))
     assert reconciled == ["run-0"]
-    assert operator.live["run-0-uid"]["status"]["conditions"][0]["message"] == "Tasks Completed: 2"
+    assert operator.live.get("run-0-uid")["status"]["conditions"][0]["message"] == "Tasks Completed: 2"
     operator.run_event(written(3, "Completed", succeeded="True"))
     assert reconciled == ["run-0", "run-0"]
     assert kube.statefulsets == {}
