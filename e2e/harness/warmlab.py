@@ -60,8 +60,9 @@ def forget(real: Real, node: RealNode, image: str) -> None:
     every reference, the layers' blobs, and the snapshot of its top layer. Each kept a pull from
     fetching a byte (the registry's log showed no blob sent while the kubelet's Pulled Event gave
     the image's whole size all the same): the CRI plugin keeps a pulled image under its tag and
-    under `repository@digest`; blobs with no reference left stay while containerd's leases hold
-    them; and containerd's unpacker fetches no layer whose snapshot is already there."""
+    under `repository@digest`; blobs with no reference left stayed (held by containerd's leases,
+    inferred: the node had some); and containerd's unpacker fetches no layer whose snapshot is
+    already there."""
     repository = image.split("@")[0].rsplit(":", 1)[0]  # our images' names carry a tag
     refs = [ref for ref in node.ctr("images", "ls", "-q").stdout.split()
             if ref == image or ref.startswith(f"{repository}@")]
