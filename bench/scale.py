@@ -106,14 +106,28 @@ def requests_by_verb(before: dict[Series, float], after: dict[Series, float]) ->
     return out
 
 
+def requests_by_resource(before: dict[Series, float], after: dict[Series, float]
+                         ) -> dict[str, float]:
+    """The same requests by verb and resource ("patch pods"): which calls a run costs."""
+    out: dict[str, float] = {}
+    for key, value in after.items():
+        name, labels = key[0], dict(key[1])
+        if name == "tekton_coscheduler_api_requests_total" and value > before.get(key, 0.0):
+            kind = f"{labels['verb']} {labels['resource']}"
+            out[kind] = out.get(kind, 0.0) + value - before.get(key, 0.0)
+    return out
+
+
 def watch_events(before: dict[Series, float], after: dict[Series, float]) -> dict[str, float]:
-    """The leader's run and pod watch events over the mode: decoded, and dropped from a glance."""
+    """The leader's run and pod watch events over the mode: decoded, and dropped from a glance,
+    in all and by watch ("decoded pods-marked")."""
     out: dict[str, float] = {}
     for key, value in after.items():
         name, labels = key[0], dict(key[1])
         if name == "tekton_coscheduler_watch_events_total":
             kind = "decoded" if labels["decoded"] == "true" else "dropped"
-            out[kind] = out.get(kind, 0.0) + value - before.get(key, 0.0)
+            for each in (kind, f"{kind} {labels['watch']}"):
+                out[each] = out.get(each, 0.0) + value - before.get(key, 0.0)
     return out
 
 
@@ -279,6 +293,9 @@ def one_mode(cluster: LocalCluster, mode: str, runs: int, namespaces: int, opera
                 "peak_rss_mib": peak[0],
                 "requests_per_run": {
                     k: round(v / runs, 2) for k, v in requests_by_verb(before, after).items()
+                },
+                "requests_per_run_by_resource": {
+                    k: round(v / runs, 2) for k, v in requests_by_resource(before, after).items()
                 },
                 "watch_events_per_run": {
                     k: round(v / runs, 1) for k, v in watch_events(before, after).items()},

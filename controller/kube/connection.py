@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 import kubernetes
@@ -14,6 +16,8 @@ from controller.metrics import Metrics
 log = structlog.get_logger(__name__)
 
 WRITES = frozenset({"create", "update", "patch", "delete"})
+# How often the credentials loader's hook runs (see api_client).
+REFRESH_EVERY = 1.0
 
 
 def count_requests(
@@ -55,11 +59,42 @@ def load_client_config() -> kubernetes.client.ApiClient:
     return api_client(kubernetes.client.Configuration.get_default_copy())
 
 
-def api_client(cfg: kubernetes.client.Configuration) -> kubernetes.client.ApiClient:
+def api_client(cfg: kubernetes.client.Configuration,
+               clock: Callable[[], float] = time.monotonic) -> kubernetes.client.ApiClient:
     """A client that tries each request once: every failure reaches kube/errors.py and the work
     queue's backoff. urllib3's default would try again inside the call, unseen: a GET, PUT or
     DELETE answered 429 up to three times, each after sleeping its Retry-After in the calling
     thread (a worker, or the Lease loop past its renewal deadline), and any request, a POST
-    included, after an SSL error on a reused connection (a create sent twice)."""
+    included, after an SSL error on a reused connection (a create sent twice).
+
+    Its credentials are refreshed at most once every REFRESH_EVERY seconds, not before every
+    request: the loaders' hook (in-cluster and kubeconfig alike) sets the host again each time,
+    and the host's setter reads every variable of the environment for a proxy (a pod's holds
+    those of every Service in its namespace): 845 refreshes cost 3.4 s of 28.7 s profiled
+    (yappi, bench-scale at 100 runs). A projected token is valid for an hour or more and is
+    re-read on its loader's schedule; a provider's token expiring is picked up within the
+    second."""
     cfg.retries = False
+    if cfg.refresh_api_key_hook is not None:
+        cfg.refresh_api_key_hook = _Throttled(cfg.refresh_api_key_hook, REFRESH_EVERY, clock)
     return kubernetes.client.ApiClient(cfg)
+
+
+class _Throttled:
+    """A credentials hook run at most once every `seconds`. The loaders' hooks install
+    themselves again on the configuration each time they run: the newest is kept, and this one
+    put back in its place."""
+
+    def __init__(self, hook: Callable[[Any], None], seconds: float,
+                 clock: Callable[[], float]) -> None:
+        self.hook, self.seconds, self.clock = hook, seconds, clock
+        self.last: float | None = None
+
+    def __call__(self, cfg: Any) -> None:
+        now = self.clock()
+        if self.last is not None and now - self.last < self.seconds:
+            return
+        self.last = now  # before the call: two threads at once refresh twice, harmlessly
+        self.hook(cfg)
+        if cfg.refresh_api_key_hook is not self:
+            self.hook, cfg.refresh_api_key_hook = cfg.refresh_api_key_hook, self

@@ -126,3 +126,52 @@ def test_a_path_names_its_group_namespace_name_and_subresource(
     args: tuple[Any, ...], expected: str
 ) -> None:
     assert path(*args) == expected
+
+
+def test_credentials_are_refreshed_at_most_once_a_second_and_a_new_token_is_sent(
+    server: Server, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kubernetes client runs its loader's refresh hook before every request: the
+    kubeconfig's (and the in-cluster one's) sets the host again, and the host's setter reads
+    every variable of the environment for a proxy (a tenth of the operator's CPU in
+    bench-scale, yappi). Refreshed once a second, a token that rotates still reaches the wire
+    within that second."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "k", "cluster": {"server": server.url}}],
+        "users": [{"name": "u", "user": {"token": "token-1"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}]}))
+    cfg = kubernetes.client.Configuration()
+    kubernetes.config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
+    environment_read = []
+    proxies = kubernetes.client.configuration.getproxies
+    monkeypatch.setattr(kubernetes.client.configuration, "getproxies",
+                        lambda: environment_read.append(1) or proxies())
+    now = [100.0]
+    kube = Kube(connection.api_client(cfg, clock=lambda: now[0]), timeout=5)
+    for _ in range(20):
+        kube.list_balloon_pods("ns", "uid-1")
+    assert len(environment_read) == 1
+    assert {s["headers"]["authorization"] for s in server.seen} == {"Bearer token-1"}
+
+    token, refreshed = ["Bearer token-1"], []
+
+    def rotating(c: kubernetes.client.Configuration) -> None:  # as the loaders' hooks do
+        refreshed.append(token[0])
+        c.api_key["BearerToken"] = token[0]
+        c.refresh_api_key_hook = rotating  # each puts itself back on the configuration
+
+    cfg.refresh_api_key_hook = rotating
+    kube = Kube(connection.api_client(cfg, clock=lambda: now[0]), timeout=5)
+    kube.list_balloon_pods("ns", "uid-1")
+    token[0] = "Bearer token-2"
+    now[0] += 0.5
+    kube.list_balloon_pods("ns", "uid-1")
+    assert server.seen[-1]["headers"]["authorization"] == "Bearer token-1"
+    now[0] += 0.5
+    kube.list_balloon_pods("ns", "uid-1")
+    now[0] += 0.5
+    kube.list_balloon_pods("ns", "uid-1")
+    assert [s["headers"]["authorization"] for s in server.seen[-2:]] == ["Bearer token-2"] * 2
+    assert refreshed == ["Bearer token-1", "Bearer token-2"]
