@@ -5,11 +5,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import sys
 from collections.abc import Sequence
 
 from controller import __version__
 from controller.settings import SettingsError, load_settings
+
+
+def long_lived() -> None:
+    """What is imported lives as long as the process: left out of the collector's full passes.
+    The modules (the kubernetes client, kopf, pydantic) are some 81,000 tracked objects of the
+    200,000 a reconciler holds at 100 live runs, and a full pass walks every one with the GIL
+    held, the webhook answering nothing meanwhile: 0.26 s a pass in bench-scale (a counting gc
+    callback in the reconciler), about one every hundred runs. After the imports alone, a full
+    pass took 73 ms, and 11 ms once they were frozen."""
+    gc.collect()
+    gc.freeze()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -58,8 +70,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from controller.faces import reconciler, supervise
 
             supervise.die_with_parent()
+            long_lived()
             return asyncio.run(reconciler.run(settings))
         from controller.faces import app
 
+        long_lived()
         return asyncio.run(app.run(settings))
     return 130
