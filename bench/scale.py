@@ -42,6 +42,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -96,26 +97,24 @@ class Operator:
 Series = tuple[str, tuple[tuple[str, str], ...]]  # a sample's name and its sorted labels
 
 
-def requests_by_verb(before: dict[Series, float], after: dict[Series, float]) -> dict[str, float]:
+def api_requests(before: dict[Series, float], after: dict[Series, float],
+                 kind: Callable[[dict[str, str]], str]) -> dict[str, float]:
+    """The operator's requests over the mode, summed by `kind` of their labels."""
     out: dict[str, float] = {}
     for key, value in after.items():
         name, labels = key[0], dict(key[1])
         if name == "tekton_coscheduler_api_requests_total":
-            verb = "lease" if labels["resource"] == "leases" else labels["verb"]
-            out[verb] = out.get(verb, 0.0) + value - before.get(key, 0.0)
+            out[kind(labels)] = out.get(kind(labels), 0.0) + value - before.get(key, 0.0)
     return out
 
 
-def requests_by_resource(before: dict[Series, float], after: dict[Series, float]
-                         ) -> dict[str, float]:
-    """The same requests by verb and resource ("patch pods"): which calls a run costs."""
-    out: dict[str, float] = {}
-    for key, value in after.items():
-        name, labels = key[0], dict(key[1])
-        if name == "tekton_coscheduler_api_requests_total" and value > before.get(key, 0.0):
-            kind = f"{labels['verb']} {labels['resource']}"
-            out[kind] = out.get(kind, 0.0) + value - before.get(key, 0.0)
-    return out
+def by_verb(labels: dict[str, str]) -> str:
+    return "lease" if labels["resource"] == "leases" else labels["verb"]
+
+
+def by_resource(labels: dict[str, str]) -> str:
+    """Which calls a run costs ("patch pods")."""
+    return f"{labels['verb']} {labels['resource']}"
 
 
 def watch_events(before: dict[Series, float], after: dict[Series, float]) -> dict[str, float]:
@@ -292,10 +291,11 @@ def one_mode(cluster: LocalCluster, mode: str, runs: int, namespaces: int, opera
                     0.0, spent - idle_rate * (time.monotonic() - began)) / runs,
                 "peak_rss_mib": peak[0],
                 "requests_per_run": {
-                    k: round(v / runs, 2) for k, v in requests_by_verb(before, after).items()
+                    k: round(v / runs, 2) for k, v in api_requests(before, after, by_verb).items()
                 },
                 "requests_per_run_by_resource": {
-                    k: round(v / runs, 2) for k, v in requests_by_resource(before, after).items()
+                    k: round(v / runs, 2)
+                    for k, v in api_requests(before, after, by_resource).items() if v
                 },
                 "watch_events_per_run": {
                     k: round(v / runs, 1) for k, v in watch_events(before, after).items()},

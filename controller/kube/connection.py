@@ -71,9 +71,9 @@ def api_client(cfg: kubernetes.client.Configuration,
     request: the loaders' hook (in-cluster and kubeconfig alike) sets the host again each time,
     and the host's setter reads every variable of the environment for a proxy (a pod's holds
     those of every Service in its namespace): 845 refreshes cost 3.4 s of 28.7 s profiled
-    (yappi, bench-scale at 100 runs). A projected token is valid for an hour or more and is
-    re-read on its loader's schedule; a provider's token expiring is picked up within the
-    second."""
+    (yappi, bench-scale at 100 runs). A projected token is valid for an hour or more and the
+    in-cluster loader reads its file again a minute after the last read; a provider's token
+    expiring is picked up within the second."""
     cfg.retries = False
     if cfg.refresh_api_key_hook is not None:
         cfg.refresh_api_key_hook = _Throttled(cfg.refresh_api_key_hook, REFRESH_EVERY, clock)
