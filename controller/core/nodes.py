@@ -71,3 +71,18 @@ def unavailable(
 def hostname(node: Mapping[str, Any]) -> str:
     return str(((node.get("metadata") or {}).get("labels") or {}).get(
         "kubernetes.io/hostname") or (node.get("metadata") or {}).get("name") or "")
+
+
+def reads(node: Mapping[str, Any]) -> object:
+    """What of a node anything here reads: all of it but the kubelet's heartbeats (each
+    condition's times) and versions, which change every few seconds on every node and would
+    otherwise wake every listener of every node each time."""
+    meta = node.get("metadata") or {}
+    status = node.get("status") or {}
+    conditions = [
+        (c.get("type"), c.get("status"), c.get("reason"))
+        for c in status.get("conditions") or [] if isinstance(c, Mapping)
+    ]
+    return (meta.get("labels"), meta.get("annotations"), meta.get("deletionTimestamp"),
+            node.get("spec"), {k: v for k, v in status.items() if k != "conditions"},
+            conditions)

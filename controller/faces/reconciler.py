@@ -1,5 +1,5 @@
 """The reconciler process: leader election, then, while leading, the run and pod streams
-(faces/streams.py), kopf's watches of nodes and policies, and the resync.
+(faces/streams.py), the watch caches (nodes among them), kopf's watch of policies, and the resync.
 
 It runs apart from the admission server (faces/app.py starts it as a child process), so that
 nothing it does (a resync over thousands of runs, a replay of every run, a lost Lease) can
@@ -125,6 +125,19 @@ async def first_of(wanted: Coroutine[Any, Any, None], other: Coroutine[Any, Any,
     return tasks[0] in done
 
 
+def know_nodes(operator: Operator, timeout: float) -> bool:
+    """Every node known before a new leader decides anything: its first resync round decides
+    the runs it lists, and with no node known its first runs were anchored blind to their
+    images and to the nodes' room (seen in e2e: a run made while no replica led, anchored away
+    from its image). The nodes' cache tells each node of its first list before it counts as
+    synced. A list that does not come within the bound is said, and left to the watch."""
+    if operator.caches is None or operator.caches.wait_synced("nodes", timeout):
+        return True
+    log.warning("the nodes are not listed yet; deciding without them, the watch will tell",
+                waited=timeout)
+    return False
+
+
 async def reconcile_while_leading(
     settings: Settings,
     kube: Kube,
@@ -157,7 +170,7 @@ async def reconcile_while_leading(
         operator.caches.follow_namespaces(view.facts, view.facts)
     if bindings is not None:
         bindings.active = True  # from now on every change of the view is acted on
-    await asyncio.to_thread(kopf_handlers.know_nodes, operator, kube)
+    await asyncio.to_thread(know_nodes, operator, settings.api_timeout)
     streams = Streams(operator, kube, settings.api_timeout, operator.metrics)
     view.subscribe(streams.on_facts)  # before the first resync round's list: nothing between
     streams.start()

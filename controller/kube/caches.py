@@ -2,7 +2,7 @@
 
 One watch per kind for the whole cluster, as client-go's shared informers keep them: balloons
 (StatefulSets with our labels), ResourceQuotas, LimitRanges, claims, Tasks, Pipelines, Tekton's
-ResolutionRequests and our balloons' budgets (by our labels). Eight watches and eight threads
+ResolutionRequests, our balloons' budgets (by our labels) and the nodes. Nine watches and threads
 whatever the number of namespaces that opted in (a watch per kind and enabled namespace cost
 five threads and five watches a namespace: 1,500 threads at 300 namespaces). Each store is
 indexed by namespace, and claims and ResolutionRequests by their owner's uid, so a read returns
@@ -10,8 +10,8 @@ only what one run needs and a watch event changes one entry (kube/store.py).
 
 The price: the stores hold these kinds for every namespace, enabled or not, as informers do
 (objects small and few next to the pods and runs nobody here caches). Listeners hear only of
-objects in enabled namespaces. A cache that is not synced yet answers None, and the caller asks
-the API server or does without.
+objects in enabled namespaces; of the nodes, of every one, the first list's included. A cache
+that is not synced yet answers None, and the caller asks the API server or does without.
 """
 
 from __future__ import annotations
@@ -26,11 +26,13 @@ from controller.core import names, resolution, tekton
 from controller.kube.client import Kube, Obj
 from controller.kube.clusterview import Facts
 from controller.kube.reflector import Reflector, start_thread
-from controller.kube.store import Indexed, namespace_of, owner_uids
+from controller.kube.store import Indexed, key_of, namespace_of, owner_uids
 
 log = structlog.get_logger(__name__)
 
 OWNER = "owner"
+# Kinds without a namespace: every listener hears of every object, the first list's included.
+CLUSTER_SCOPED = frozenset({"nodes"})
 Listener = Callable[[Mapping[str, Any]], None]
 # What of an object a listener's reader reads: the listener hears of an update only when it
 # differs from the version replaced (an object's status changes often; few readers read it).
@@ -62,13 +64,14 @@ class Caches:
             "resolutionrequests": (
                 custom, (resolution.GROUP, resolution.VERSION, resolution.PLURAL), owned),
             "budgets": (kube.policy.list_pod_disruption_budget_for_all_namespaces, (), {}),
+            "nodes": (kube.core.list_node, (), {}),
         }
         selectors = {"balloons": names.BALLOON_SELECTOR, "budgets": names.BUDGET_SELECTOR}
         self.watches: dict[str, Reflector] = {
             kind: Reflector(
                 kind, fn, args, indexers=indexers, timeout=timeout,
                 on_object=functools.partial(self._on_object, kind),
-                label_selector=selectors.get(kind),
+                label_selector=selectors.get(kind), tell_list=kind in CLUSTER_SCOPED,
             )
             for kind, (fn, args, indexers) in kinds.items()
         }
@@ -98,7 +101,7 @@ class Caches:
     def _on_object(self, kind: str, obj: Mapping[str, Any],
                    old: Mapping[str, Any] | None = None, deleted: bool = False) -> None:
         listeners = self._listeners.get(kind)
-        if not listeners or namespace_of(obj) not in self._enabled:
+        if not listeners or (kind not in CLUSTER_SCOPED and namespace_of(obj) not in self._enabled):
             return
         for listener, reads in listeners:
             if hears(reads, obj, old, deleted):
@@ -159,6 +162,14 @@ class Caches:
             if name not in found and (claim := store.named(namespace, name)) is not None:
                 found[name] = claim
         return list(found.values())
+
+    def holds(self, kind: str, obj: Mapping[str, Any]) -> bool:
+        """Whether the kind's store holds the object now: in a listener, False when the event
+        it hears of deleted it (the store is changed before its listeners hear)."""
+        return self.watches[kind].store.get(key_of(obj)) is not None
+
+    def wait_synced(self, kind: str, timeout: float) -> bool:
+        return self.watches[kind].synced.wait(timeout)
 
     def get(self, kind: str, namespace: str, name: str) -> Obj | None:
         store = self._store(kind)

@@ -38,6 +38,7 @@ class Reflector:
         timeout: float = 30.0,
         watch_seconds: int = 240,
         on_object: Callable[[Obj, Obj | None, bool], None] | None = None,
+        tell_list: bool = False,
         **kwargs: Any,
     ) -> None:
         self.name = name
@@ -50,6 +51,9 @@ class Reflector:
         # list), with the version it replaced (None: added) and whether it was deleted.
         self._on_change = on_change
         self._on_object = on_object
+        # The first list told object by object too (as added), before the store counts as
+        # synced: for listeners that keep a view of their own of every object (the nodes).
+        self._tell_list = tell_list
         self._timeout = timeout
         self._watch_seconds = watch_seconds
         self.synced = threading.Event()
@@ -79,12 +83,13 @@ class Reflector:
         answered, and every moment before the list is a moment the store is stale."""
         items, version = list_all(self._list_fn, self._args, self._timeout, **self._kwargs)
         listed = version
-        before = {key_of(o): o for o in self.store.values()} if self.synced.is_set() else {}
+        first = not self.synced.is_set()
+        before = {} if first else {key_of(o): o for o in self.store.values()}
         self.store.replace(items)
         self._changed()
-        self.synced.set()
-        if before and self._on_object is not None:
+        if self._on_object is not None and (self._tell_list or not first):
             self._tell_relist(before, items)
+        self.synced.set()
         while not self._stopped.is_set():
             for event in self._watch(version):
                 kind, obj = event.get("type"), event.get("object") or {}

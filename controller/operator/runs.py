@@ -13,7 +13,7 @@ from typing import Any
 
 import structlog
 
-from controller.core import balloon, glance, mark, names, reconcile, tekton
+from controller.core import balloon, glance, mark, names, nodes, reconcile, tekton
 from controller.core.reconcile import Verb
 from controller.kube.caches import Caches
 from controller.kube.client import Kube
@@ -86,6 +86,7 @@ class Operator:
         view.subscribe(self.settled.on_facts)
         if caches is not None:
             self.settled.listen_to(caches)
+            caches.listen("nodes", self._node_event, reads=nodes.reads)
         view.subscribe(self.marks.on_facts)
         view.subscribe(Assistant(settings, metrics, self.notifier).on_facts)
 
@@ -108,6 +109,15 @@ class Operator:
             self.submit(uid, body, False)
         else:
             self.look(body)
+
+    def on_node(self, node: Mapping[str, Any], deleted: bool = False) -> None:
+        self.warming.on_node(node, deleted=deleted)  # the images each node holds
+        self.anchors.on_node(node, deleted=deleted)  # the nodes capacity and anchors read
+
+    def _node_event(self, node: Mapping[str, Any]) -> None:
+        """From the nodes' watch cache (its first list included): gone when it holds it no more."""
+        assert self.caches is not None
+        self.on_node(node, deleted=not self.caches.holds("nodes", node))
 
     def balloon_of(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         """The balloon StatefulSet, from the watch cache once it is synced."""

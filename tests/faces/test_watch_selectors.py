@@ -40,11 +40,12 @@ def admitted(pod: dict[str, Any], facts: StaticFacts) -> dict[str, Any]:
     return patched
 
 
-def test_kopf_no_longer_watches_runs_or_pods() -> None:
-    """They come through our intake (faces/streams.py), which glances before decoding."""
+def test_kopf_watches_only_the_policies() -> None:
+    """Runs and pods come through our intake (faces/streams.py), which glances before
+    decoding; nodes through the watch caches, which a new leader waits for."""
     watched = {h.selector.any_name  # type: ignore[union-attr]
                for h in kopf_handlers.registry._watching.get_all_handlers()}
-    assert watched == {"nodes", names.POLICY_PLURAL}
+    assert watched == {names.POLICY_PLURAL}
 
 
 def test_each_pod_the_leader_serves_is_in_one_pod_watch_and_the_others_pods_in_none(
@@ -154,4 +155,4 @@ def test_the_handlers_are_all_on_event_so_an_empty_diff_base_loses_nothing() -> 
     registry = kopf_handlers.registry
     assert list(registry._changing.get_all_handlers()) == []
     assert list(registry._spawning.get_all_handlers()) == []
-    assert len(list(registry._watching.get_all_handlers())) == 2
+    assert len(list(registry._watching.get_all_handlers())) == 1  # the policies'

@@ -91,6 +91,51 @@ def test_a_list_after_a_broken_watch_tells_what_changed_and_what_vanished_in_the
     assert {key_of(o) for o in reflector.store.values()} == {"ns/a", "ns/c"}
 
 
+def test_a_list_after_a_broken_watch_tells_what_appeared_in_the_gap_from_an_empty_store(
+) -> None:
+    """A store that was synced empty: what the relist shows is told as added all the same."""
+    told: list[str] = []
+    lists: list[list[dict[str, Any]]] = [[], [obj("a", "5")]]
+    watches = [[{"type": "ERROR", "object": {"code": 410}}], []]
+    reflector: Reflector
+
+    def list_fn(*args: Any, watch: bool = False, **kwargs: Any) -> Response:
+        if not watch:
+            return Response({"items": lists.pop(0), "metadata": {"resourceVersion": "9"}})
+        if not watches:
+            reflector.stop()
+        return Response(lines=watches.pop(0) if watches else [])
+
+    reflector = Reflector("test", list_fn, (),
+                          on_object=lambda o, old, deleted: told.append(o["metadata"]["name"]))
+    reflector._stopped.wait = lambda _: False  # type: ignore[method-assign]
+    reflector.run()
+    assert told == ["a"]
+
+
+def test_a_first_list_told_object_by_object_is_told_before_the_store_counts_as_synced(
+) -> None:
+    """For listeners keeping a view of every object (the nodes): whoever waits for `synced`
+    finds every listed object already told."""
+    told: list[tuple[str, bool, bool]] = []
+    reflector: Reflector
+
+    def list_fn(*args: Any, watch: bool = False, **kwargs: Any) -> Response:
+        if watch:
+            reflector.stop()
+            return Response(lines=[])
+        return Response({"items": [obj("a", "1"), obj("b", "1")],
+                         "metadata": {"resourceVersion": "1"}})
+
+    def on_object(o: dict[str, Any], old: dict[str, Any] | None, deleted: bool) -> None:
+        told.append((o["metadata"]["name"], deleted, reflector.synced.is_set()))
+
+    reflector = Reflector("test", list_fn, (), on_object=on_object, tell_list=True)
+    reflector.run()
+    assert sorted(told) == [("a", False, False), ("b", False, False)]
+    assert reflector.synced.is_set()
+
+
 def test_the_pause_between_watches_grows_while_they_fail_and_resets_after_a_healthy_one(
 ) -> None:
     """Five failures in a row wait 1, 2, 4, 8, 16 s; a watch that then ran 60 s before it

@@ -34,8 +34,7 @@ DISRUPTED_TAINT = "karpenter.sh/disrupted"
 
 def crd_documents() -> list[dict[str, Any]]:
     versions = read_versions()
-    root = crds.module_dir(
-        MODULE, versions["KARPENTER_VERSION"], versions["KARPENTER_GO_TOOLCHAIN"]) / "kwok"
+    root = crds.module_dir(MODULE, versions["KARPENTER_VERSION"]) / "kwok"
     paths = sorted((root / "charts" / "crds").glob("*.yaml"))
     paths += sorted((root / "apis" / "crds").glob("*.yaml"))
     return [doc for path in paths for doc in crds.documents(path)]
