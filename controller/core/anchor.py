@@ -56,6 +56,7 @@ class RunPod:
     phase: str
     task: str = ""  # its pipeline task (tekton.dev/pipelineTask)
     requests: Mapping[str, int] = field(default_factory=dict)  # as the scheduler counts them
+    task_run: str = ""  # its TaskRun (tekton.dev/taskRun)
 
     @property
     def holds_the_node(self) -> bool:
@@ -76,6 +77,7 @@ def run_pod(pod: Mapping[str, Any]) -> RunPod:
         str((pod.get("status") or {}).get("phase") or "Pending"),
         str((meta.get("labels") or {}).get(tekton.LABEL_PIPELINE_TASK) or ""),
         requests,
+        str((meta.get("labels") or {}).get(tekton.LABEL_TASK_RUN) or ""),
     )
 
 

@@ -2,9 +2,13 @@
 
 A run the operator makes a balloon or a reservation for is marked once, as soon as Tekton has
 made its own first writes to it (core/mark.ready): its PipelineRun, and the TaskRuns Tekton
-made before the mark and has made a pod for (Tekton copies the mark to those it makes after).
-When a namespace is switched off, its marked runs' TaskRuns are looked at once more: one still
-without a pod at the mark, or one Tekton made from a copy of the run read just before it.
+made before the mark whose pods the pod watch has shown (Tekton copies the mark to those it
+makes after). Those are few: Tekton makes a run's first TaskRuns after the writes the mark
+waits for, so a LIST of the run's TaskRuns at each mark patched 0.02 of them a run (bench).
+When a namespace is switched off, its marked runs' TaskRuns are listed and looked at once more:
+one still without a pod at the mark, one whose pod the watch had not shown yet, or one Tekton
+made from a copy of the run read just before it. Until then the pods of such a TaskRun are
+tied by admission as the namespace is enabled: they are served all the same.
 """
 
 from __future__ import annotations
@@ -18,17 +22,20 @@ from controller.core import mark, tekton
 from controller.kube import errors
 from controller.kube.client import ApiError, Kube, api_message
 from controller.kube.clusterview import Facts
+from controller.operator.podindex import PodIndex
 
 log = structlog.get_logger(__name__)
 
 
 class Marks:
     def __init__(
-        self, kube: Kube, installation: str, live: Callable[[], Iterable[tekton.PipelineRun]]
+        self, kube: Kube, installation: str, live: Callable[[], Iterable[tekton.PipelineRun]],
+        index: PodIndex,
     ) -> None:
         self.kube = kube
         self.installation = installation  # our namespace label, `label=value`
         self.live = live
+        self.index = index
         self._marked: set[str] = set()  # runs marked by this process, before the watch shows it
         self._lock = threading.Lock()
         # Set once the live runs are known (the first resync lists every run): until then,
@@ -52,7 +59,7 @@ class Marks:
         try:
             self.kube.patch_tekton(run.namespace, "pipelineruns", run.name,
                                    mark.patch(run.uid, topology_key, self.installation))
-            self._mark_task_runs(run, topology_key)
+            self._mark_task_runs(run, topology_key, self.index.task_runs(run.uid))
         except ApiError as exc:
             if errors.classify(exc).retry:
                 raise  # the run's event is tried again after a backoff (faces/serial.py)
@@ -63,8 +70,9 @@ class Marks:
             self._marked.add(run.uid)
         return True
 
-    def _mark_task_runs(self, run: tekton.PipelineRun, topology_key: str) -> None:
-        for name in mark.unmarked(self.kube.list_task_runs(run.namespace, run.name), run.uid):
+    def _mark_task_runs(self, run: tekton.PipelineRun, topology_key: str,
+                        names: Iterable[str]) -> None:
+        for name in names:
             self.kube.patch_tekton(run.namespace, "taskruns", name,
                                    mark.patch(run.uid, topology_key, self.installation))
 
@@ -87,7 +95,8 @@ class Marks:
             if run.namespace in gone and self.marked(run):
                 key = mark.topology_key(run.annotations) or new.topology_key(run.namespace)
                 try:
-                    self._mark_task_runs(run, key)
+                    listed = self.kube.list_task_runs(run.namespace, run.name)
+                    self._mark_task_runs(run, key, mark.unmarked(listed, run.uid))
                 except ApiError as exc:
                     log.warning("could not mark the anchored run's TaskRuns",
                                 error=f"{exc.status} {api_message(exc)}",

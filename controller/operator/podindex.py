@@ -227,6 +227,10 @@ class PodIndex:
         """core/progress.py: tasks done, what the running pods hold, whether a pod waits."""
         return run_progress.progress(self.run_pods(run_uid))
 
+    def task_runs(self, run_uid: str) -> list[str]:
+        """The TaskRuns the run's pods the watch has shown belong to."""
+        return sorted({pod.task_run for pod in self.run_pods(run_uid) if pod.task_run})
+
     def task_requests(self, run_uid: str) -> dict[str, dict[str, int]]:
         return run_progress.task_requests(self.run_pods(run_uid))
 

@@ -80,7 +80,8 @@ class Operator:
         self.observer = Observer(kube, caches, self.index, self.capacity, self.warming,
                                  self._lasting)
         self.marks = Marks(
-            kube, f"{settings.namespace_label}={settings.namespace_label_value}", self.live.runs
+            kube, f"{settings.namespace_label}={settings.namespace_label_value}", self.live.runs,
+            self.index,
         )
         self.policies = Policies(settings, kube, self.notifier, metrics, view)
         view.subscribe(self.settled.on_facts)

@@ -144,6 +144,17 @@ class StaticView:
             listener(old, facts)
 
 
+def tied_pod(run: str, run_uid: str, task: str) -> dict[str, Any]:
+    """A TaskRun pod admission tied to the run's balloon (before the run was marked)."""
+    pod = factories.taskrun_pod(run=run, run_uid=run_uid, task=task)
+    pod["metadata"]["uid"] = f"{run}-{task}-pod"
+    pod["metadata"]["labels"][names.LABEL_TIED] = "true"
+    pod["spec"]["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": balloon.selector_labels(run_uid)},
+         "topologyKey": "kubernetes.io/hostname"}]}}
+    return pod
+
+
 class MemoryCaches:
     """The leader's watch caches, as synced: what the API server holds, without asking it."""
 
@@ -472,13 +483,15 @@ def test_runs_waiting_for_their_anchor_are_said_from_the_pod_watch_not_listed() 
 
 
 def test_a_run_given_a_balloon_is_marked_with_its_taskruns_and_stays_anchored_when_its_namespace_is_switched_off() -> None:
-    """The run and the TaskRun Tekton made before the mark carry it (Tekton copies it to later
-    ones and to every pod, where admission reads it); once the namespace is switched off the
-    run is still served: a balloon deleted under it comes back. A run that starts afterwards
-    gets nothing."""
+    """The run and the TaskRun Tekton made before the mark whose pod the watch showed carry it
+    (Tekton copies it to later ones and to every pod, where admission reads it), with no LIST
+    of the run's TaskRuns; once the namespace is switched off the run is still served: a
+    balloon deleted under it comes back, and its TaskRuns are listed and the rest marked. A
+    run that starts afterwards gets nothing."""
     kube = MemoryKube()
     view = StaticView()
     operator = Operator(Settings(), kube, view, Metrics(), MemoryCaches(kube))  # type: ignore[arg-type]
+    counted = Counting(kube)
     body = factories.pipelinerun(name="kept", uid="kept-uid")
     kube.runs["kept"] = body
     kube.task_runs["kept-fetch"] = {"metadata": {"name": "kept-fetch", "labels": {
@@ -486,6 +499,8 @@ def test_a_run_given_a_balloon_is_marked_with_its_taskruns_and_stays_anchored_wh
     kube.task_runs["kept-build"] = {"metadata": {"name": "kept-build", "labels": {
         "tekton.dev/pipelineRun": "kept"}}}  # no pod yet: Tekton still writes its labels
     operator.reconcile_run(body)
+    operator.marks.kube = counted  # type: ignore[assignment]
+    operator.index.task_pod_event(tied_pod("kept", "kept-uid", "fetch"), deleted=False)
     # Tekton's first reconcile has not written the run yet: its own label Update would fail on
     # a write of ours in between, and say so as a Warning on the run
     assert names.LABEL_ANCHORED not in (body["metadata"].get("labels") or {})
@@ -496,8 +511,14 @@ def test_a_run_given_a_balloon_is_marked_with_its_taskruns_and_stays_anchored_wh
     assert names.LABEL_ANCHORED not in kube.task_runs["kept-build"]["metadata"]["labels"]
     assert body["metadata"]["annotations"][names.ANNOTATION_TOPOLOGY_KEY] == "kubernetes.io/hostname"
     assert kube.task_runs["kept-fetch"]["metadata"]["labels"][names.LABEL_ANCHORED] == "kept-uid"
+    assert "list_task_runs" not in counted.calls
 
-    view.facts = Facts(**{**view.facts.__dict__, "enabled_namespaces": frozenset()})
+    kube.task_runs["kept-build"]["status"] = {"podName": "kept-build-pod"}
+    off = Facts(**{**view.facts.__dict__, "enabled_namespaces": frozenset()})
+    operator.marks.seeded = True
+    operator.marks.on_facts(view.facts, off)
+    view.facts = off
+    assert kube.task_runs["kept-build"]["metadata"]["labels"][names.LABEL_ANCHORED] == "kept-uid"
     kube.statefulsets.clear()
     operator.reconcile_run(copy.deepcopy(body))
     assert balloon.balloon_name("kept-uid") in kube.statefulsets
