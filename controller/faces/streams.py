@@ -129,14 +129,14 @@ class Streams:
                 op.settled.on_balloon_pod(pod, deleted)  # before the index learns of it
                 op.placement.on_balloon_pod(pod, deleted=deleted)
                 op.gates.on_balloon_pod(pod, deleted=deleted)
-                op.capacity.on_pod(pod)
+                op.on_run_pod(pod)
             elif component == names.COMPONENT_RESERVATION:
                 op.settled.touch_labelled(pod)
-                op.capacity.on_room_pod(pod, deleted=deleted)
+                op.on_room_pod(pod, deleted=deleted)
             return
         run = tekton.task_run_pod_run(labels)
         namespace = str((pod.get("metadata") or {}).get("namespace") or "")
         if run is not None and op.concerns(namespace, run.uid, labels):
             op.placement.on_task_pod(pod, deleted=deleted)
             op.gates.on_task_pod(pod, deleted=deleted)
-            op.capacity.on_pod(pod)
+            op.on_run_pod(pod)

@@ -88,7 +88,7 @@ class Resync:
                    if (placed := self._step("balloon", self._balloon, sts, live))]
         self._step("unplaced", op.unplaced.check, waiting)
         for uid in live:  # the reservations' waits run out between events
-            self._step("reservation", op.capacity.tend, uid)
+            self._step("reservation", op.tend_room, uid)
         self._step("moves", op.placement.flush_moves)
         self._step("gates", op.gates.tend)
         self._step("budgets", op.budgets.tend, balloons, op.view.facts)

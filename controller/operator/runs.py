@@ -24,7 +24,9 @@ from controller.operator.assistant import Assistant
 from controller.operator.balloons import Balloons
 from controller.operator.budgets import Budgets
 from controller.operator.capacity import Capacity
+from controller.operator.estimates import Estimates
 from controller.operator.gates import Gates
+from controller.operator.headroom import Headroom
 from controller.operator.live import LiveRuns
 from controller.operator.marking import Marks
 from controller.operator.notify import Notifier
@@ -32,7 +34,9 @@ from controller.operator.observe import Observer
 from controller.operator.placement import Placement
 from controller.operator.podindex import PodIndex
 from controller.operator.policies import Policies
+from controller.operator.resolving import Resolving
 from controller.operator.settled import Settled
+from controller.operator.sources import Sources
 from controller.operator.unplaced import Unplaced
 from controller.operator.waiting import WaitingPods
 from controller.operator.warming import Warming
@@ -72,10 +76,12 @@ class Operator:
         self.anchors = AnchorGuard(kube, self.index, self.placement, metrics, self.notifier)
         self.waiting = WaitingPods(settings, self.index, metrics, self.notifier,
                                    self._claims_tekton_makes)
+        self.estimates = Estimates(caches, self.index, self.notifier,
+                                   Resolving(caches, self.live.get, self.nudge))
         self.capacity = Capacity(
-            settings, kube, caches, self.index, self.notifier, metrics, self.balloon_of,
-            self.live.get, lambda: self.view.facts, self.reconcile_run, self.live.runs,
-            self.anchors.nodes, self.nudge,
+            settings, kube, caches, self.index, self.notifier, metrics, self.estimates,
+            Headroom(settings, caches, self.index, self.notifier, self.estimates.known,
+                     self.live.runs, self.anchors.nodes, kube),
         )
         self.observer = Observer(kube, caches, self.index, self.capacity, self.warming,
                                  self._lasting)
@@ -110,6 +116,38 @@ class Operator:
             self.submit(uid, body, False)
         else:
             self.look(body)
+
+    # -- reservation pods (operator/capacity.py) ----------------------------------------------
+
+    def tend_room(self, run_uid: str, plan: Mapping[str, Any] | None = None,
+                  src: Sources | None = None) -> None:
+        """The live run's reservation pod kept where core/reservation.py says; a balloon to be
+        planned again without one goes back on the work queue (`plan`: as just planned)."""
+        body = self.live.get(run_uid)
+        if body is None:
+            return
+        ns = str((body.get("metadata") or {}).get("namespace") or "")
+        existing = self.balloon_of(ns, balloon.balloon_name(run_uid))
+        if self.capacity.tend(body, self.view.facts, existing, plan, src):
+            self.nudge(body)
+
+    def on_run_pod(self, pod: Mapping[str, Any]) -> None:
+        """A balloon or TaskRun pod of a run changed: its reservation may have to follow."""
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        run = tekton.task_run_pod_run(labels)
+        self.tend_room(run.uid if run is not None else str(labels.get(names.LABEL_RUN_UID) or ""))
+
+    def on_room_pod(self, pod: Mapping[str, Any], deleted: bool) -> None:
+        uid = self.capacity.on_room_pod(pod, deleted)
+        body = self.live.get(uid)
+        meta, found_room = pod.get("metadata") or {}, (pod.get("spec") or {}).get("nodeName")
+        if (not deleted and found_room and body is not None and self.balloon_of(
+                str(meta.get("namespace")), balloon.balloon_name(uid)) is None):
+            self.nudge(body)  # the scout found room: now the balloon is made, beside it
+        else:
+            self.tend_room(uid)
+
+    # -- nodes ----------------------------------------------------------------------------------
 
     def on_node(self, node: Mapping[str, Any], deleted: bool = False) -> None:
         self.warming.on_node(node, deleted=deleted)  # the images each node holds
@@ -229,7 +267,7 @@ class Operator:
         marked = True
         if decision.verb in (Verb.CREATE, Verb.UPDATE, Verb.KEEP) or decision.manifest:
             marked = self.marks.ensure(run, facts.topology_key(run.namespace))
-            self.capacity.tend(run.uid, decision.manifest, src)
+            self.tend_room(run.uid, decision.manifest, src)
         elif self.index.rooms(run.uid):
             self.capacity.release(run.uid, decision.why)
         live = self.live.reconciled(run.uid)

@@ -43,7 +43,7 @@ def bound(manifest: dict[str, Any], node: str) -> dict[str, Any]:
 def scout_found_room(operator: Any, kube: Any, node: str = "n1") -> dict[str, Any]:
     [scout] = kube.pods.values()
     operator.capacity._acted.clear()  # the watch has shown the scout: no need to wait
-    operator.capacity.on_room_pod(bound(scout, node), deleted=False)
+    operator.on_room_pod(bound(scout, node), deleted=False)
     return scout
 
 
@@ -82,6 +82,20 @@ def test_a_run_whose_peak_asks_for_cpu_gets_a_scout_then_a_balloon_that_follows_
     assert scout["metadata"]["annotations"][reservation.ANNOTATION_ROLE] == reservation.SCOUT
 
 
+def test_a_run_capacity_asks_to_plan_again_goes_back_on_the_work_queue() -> None:
+    """The scout's pod event (the pod watch's) and a refused reservation (inside the run's own
+    decision) do not decide the run in place: the run goes on the work queue, where a failure
+    is retried with a backoff (faces/serial.py), and is decided there."""
+    operator, kube, body = started()
+    queued: list[str] = []
+    operator.submit = lambda uid, looked_at, listed: queued.append(uid)
+    scout_found_room(operator, kube)
+    assert queued == [UID] and kube.statefulsets == {}
+    operator.look(body)  # as the queue hands it back
+    [sts] = kube.statefulsets.values()
+    assert reservation.requires_room(sts["spec"]["template"]["spec"], UID)
+
+
 def test_a_run_of_tasks_without_requests_is_anchored_by_the_balloon_alone() -> None:
     operator, kube = make(caches=True)
     kube.objects["pipelines"] = {"fan-out-in": {"spec": {"tasks": [
@@ -103,7 +117,7 @@ def test_once_anchored_a_keeper_holds_what_the_builds_need_beyond_the_running_fe
     kube.pods.clear()
     operator.placement.on_task_pod(task_pod("fetch", "Running", "1"))
     operator.capacity._acted.clear()
-    operator.capacity.on_room_pod(bound(scout, "n1"), deleted=True)
+    operator.on_room_pod(bound(scout, "n1"), deleted=True)
     [keeper] = kube.pods.values()
     assert keeper["metadata"]["annotations"][reservation.ANNOTATION_ROLE] == reservation.KEEPER
     assert keeper["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "5"}
@@ -126,14 +140,14 @@ def test_once_one_build_of_a_resolver_task_runs_the_keeper_holds_room_for_its_si
     assert scout["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "1"}
     balloon_running(operator)
     kube.pods.clear()  # the scout went
-    operator.capacity.on_room_pod(bound(scout, "n1"), deleted=True)
+    operator.on_room_pod(bound(scout, "n1"), deleted=True)
     operator.placement.on_task_pod(task_pod("fetch", "Succeeded", "1"))
     operator.placement.on_task_pod(task_pod("build-a", "Running", "2"))
     [before] = kube.pods.values()  # the keeper for fetch, before any build was known
     assert before["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "1"}
     kube.pods.clear()  # build-a preempted it
     operator.capacity._acted.clear()
-    operator.capacity.on_room_pod(bound(before, "n1"), deleted=True)
+    operator.on_room_pod(bound(before, "n1"), deleted=True)
     [keeper] = kube.pods.values()
     assert keeper["metadata"]["annotations"][reservation.ANNOTATION_ROLE] == reservation.KEEPER
     assert keeper["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "4"}
@@ -176,7 +190,7 @@ def test_a_run_that_ends_before_its_balloon_is_made_leaves_no_reservation() -> N
     operator, kube, body = started()
     assert kube.pods
     [scout] = kube.pods.values()
-    operator.capacity.on_room_pod(bound(scout, ""), deleted=False)  # pending, in the index
+    operator.on_room_pod(bound(scout, ""), deleted=False)  # pending, in the index
     body["status"]["conditions"][0]["status"] = "False"
     operator.reconcile_run(body)
     assert kube.pods == {}
@@ -185,7 +199,7 @@ def test_a_run_that_ends_before_its_balloon_is_made_leaves_no_reservation() -> N
 def test_a_finished_run_keeps_no_estimate() -> None:
     """Finished runs stay in the cluster by the thousand: they cost no memory."""
     operator, _, body = started()
-    assert operator.capacity._estimates
+    assert operator.estimates._estimates
     body["status"]["conditions"][0]["status"] = "True"
     operator.reconcile_run(body)
-    assert operator.capacity._estimates == {}
+    assert operator.estimates._estimates == {}

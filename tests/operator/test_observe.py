@@ -36,7 +36,8 @@ class CountingCaches:
 def test_a_run_s_event_reads_its_pipeline_and_its_resolution_requests_once() -> None:
     operator, kube = make(caches=True)
     counting = CountingCaches(operator.caches)
-    for part in (operator, operator.capacity, operator.capacity.headroom, operator.observer):
+    for part in (operator, operator.capacity, operator.estimates, operator.capacity.headroom,
+                 operator.observer):
         part.caches = counting
     kube.objects["pipelines"] = {"fan-out-in": pipeline("2")}
     kube.objects["tasks"] = {"fetch": {"spec": {"steps": [
@@ -58,7 +59,8 @@ def test_a_pod_event_of_a_run_that_asks_only_for_pod_slots_reads_nothing_for_a_r
     for cpu, reads in ((None, 0), ("1", 1)):
         operator, kube = make(caches=True)
         counting = CountingCaches(operator.caches)
-        for part in (operator, operator.capacity, operator.capacity.headroom, operator.observer):
+        for part in (operator, operator.capacity, operator.estimates, operator.capacity.headroom,
+                 operator.observer):
             part.caches = counting
         step: dict[str, Any] = {"name": "s", "image": "x"}
         if cpu:
@@ -70,5 +72,5 @@ def test_a_pod_event_of_a_run_that_asks_only_for_pod_slots_reads_nothing_for_a_r
         kube.runs[body["metadata"]["name"]] = body
         operator.reconcile_run(body)
         counting.reads.clear()
-        operator.capacity.on_pod(task_pod("t", "Running", cpu or "0"))
+        operator.on_run_pod(task_pod("t", "Running", cpu or "0"))
         assert counting.reads["get", "pipelines"] == reads, cpu

@@ -68,7 +68,7 @@ def test_a_request_of_another_run_neither_wakes_the_run_nor_counts_for_it() -> N
     kube.runs[body["metadata"]["name"]] = body
     operator.reconcile_run(body)
     woken: list[str] = []
-    resolving = operator.capacity.resolving
+    resolving = operator.estimates.resolving
     reconcile = resolving.reconcile
     resolving.reconcile = lambda b: woken.append(b["metadata"]["uid"]) or reconcile(b)
     seen(operator, kube, factories.resolution_request(GIT, BUILD, owner_uid="another-run"))

@@ -1,0 +1,85 @@
+"""Each run's peak, the adapter: core/peak.py over the watch caches and the pod index. Kept for
+the run's life once complete (its pipeline and every task read), so that each later event of
+the run reads it instead of estimating again; capacity (operator/capacity.py) and the
+namespace's demand (operator/headroom.py) read it.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from controller.core import peak, podrequests, quantity, reservation, tekton
+from controller.kube.caches import Caches
+from controller.kube.clusterview import Facts
+from controller.operator import sources
+from controller.operator.notify import Notifier, pipelinerun_ref
+from controller.operator.podindex import PodIndex
+from controller.operator.resolving import Resolving, task_reader
+
+
+class Estimates:
+    def __init__(self, caches: Caches | None, index: PodIndex, notifier: Notifier,
+                 resolving: Resolving) -> None:
+        self.caches = caches
+        self.index = index
+        self.notifier = notifier
+        self.resolving = resolving
+        self._estimates: dict[str, peak.Estimate] = {}
+        self._lock = threading.Lock()  # guards the dict, never held across a call
+
+    def estimate(self, run: tekton.PipelineRun, facts: Facts, src: sources.Sources
+                 ) -> peak.Estimate | None:
+        """The run's peak, once its pipeline is known (inline, resolved by Tekton into its
+        status, or a Pipeline of its namespace by name); kept for the run's life."""
+        with self._lock:
+            known = self._estimates.get(run.uid)
+        if known is not None:
+            return self._learn(run.uid, known)
+        spec = run.substituted_pipeline_spec or src.pipeline
+        if not spec or self.caches is None:
+            return None
+        ns = run.namespace
+        namespace = podrequests.Namespace(
+            limit_ranges=tuple(self.caches.limit_ranges(ns) or ()),
+            container_defaults=dict(facts.tekton_container_defaults),
+        )
+        capacity = facts.policy_for(ns).policy.capacity
+        try:
+            found = peak.estimate(
+                spec, task_reader(self.caches, ns, src), run.task_run_specs, namespace,
+                quantity.amounts(capacity.unknown_task),
+            )
+        except ValueError as exc:
+            self.notifier.tell(pipelinerun_ref(run.name, ns, run.uid),
+                               reservation.not_estimated(str(exc)), run.uid)
+            return None
+        if src.tasks_synced and self.resolving.settled(run, src):  # complete: keep it
+            with self._lock:
+                self._estimates[run.uid] = found
+        return self._learn(run.uid, found)
+
+    def known(self, run_uid: str) -> peak.Estimate | None:
+        """The run's peak if it is kept (complete), without estimating."""
+        with self._lock:
+            return self._estimates.get(run_uid)
+
+    def held(self) -> int:
+        with self._lock:
+            return len(self._estimates)
+
+    def _learn(self, run_uid: str, found: peak.Estimate) -> peak.Estimate:
+        """Tasks unknown before they ran (resolvers) count as their pods ask, once the pod
+        watch has shown one: the keeper then holds room for their siblings."""
+        if not found.unknown:
+            return found
+        better = found.learned(self.index.task_requests(run_uid))
+        if better is not found:
+            with self._lock:
+                if run_uid in self._estimates:
+                    self._estimates[run_uid] = better
+        return better
+
+    def forget(self, run_uid: str) -> None:
+        self.resolving.forget(run_uid)
+        with self._lock:
+            self._estimates.pop(run_uid, None)
