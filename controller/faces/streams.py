@@ -127,7 +127,8 @@ class Streams:
             component = labels.get(names.LABEL_COMPONENT)
             if component == names.COMPONENT_BALLOON:
                 op.settled.on_balloon_pod(pod, deleted)  # before the index learns of it
-                op.placement.on_balloon_pod(pod, deleted=deleted)
+                op.placement.on_balloon_pod(pod, deleted=deleted)  # the index files it
+                op.anchors.on_balloon_pod(pod, deleted=deleted)
                 op.gates.on_balloon_pod(pod, deleted=deleted)
                 op.on_run_pod(pod)
             elif component == names.COMPONENT_RESERVATION:

@@ -19,7 +19,7 @@ from typing import Any
 
 import structlog
 
-from controller.core import anchor, nodes, tekton
+from controller.core import anchor, names, nodes, tekton
 from controller.kube.client import ApiError, Kube, api_message
 from controller.metrics import Metrics
 from controller.operator.notify import Notifier, pipelinerun_ref
@@ -53,6 +53,24 @@ class AnchorGuard:
             self._nodes[name] = None if deleted else node
         for run_uid in self.index.anchored_on(name):
             self.look_at(run_uid)
+
+    def on_balloon_pod(self, pod: Mapping[str, Any], deleted: bool) -> None:
+        """A balloon pod the watch shows bound to a node already known unavailable: its anchor
+        is looked at now (after the index files it). A new leader knows the nodes before its
+        pod watches replay the cluster, and a node that went NotReady before then says nothing
+        more: no heartbeat reaches the guard (core/nodes.reads)."""
+        node = str((pod.get("spec") or {}).get("nodeName") or "")
+        if deleted or not node:
+            return
+        with self._lock:
+            if node not in self._nodes:
+                return
+            known = self._nodes[node]
+        tolerations = (pod.get("spec") or {}).get("tolerations") or ()
+        if nodes.unavailable(known, tolerations) is not None:
+            uid = str(((pod.get("metadata") or {}).get("labels") or {}).get(names.LABEL_RUN_UID)
+                      or "")
+            self.look_at(uid)
 
     def nodes(self) -> list[Mapping[str, Any]]:
         """Every node as the node watch last saw it."""

@@ -96,3 +96,19 @@ def test_an_anchor_whose_pods_cannot_be_read_stays_and_is_looked_at_again() -> N
     kube.failing = None
     watched.recheck()
     assert kube.deleted == [BALLOON_POD]
+
+
+def test_a_balloon_pod_shown_on_a_node_already_known_unavailable_is_looked_at_at_once() -> None:
+    """A new leader knows the nodes before its pod watches replay the cluster (and hears no
+    heartbeat): the node that went NotReady before it led sends no further event. The balloon
+    pod's own event brings its anchor to be looked at; a finished run moves at once."""
+    finished = task_pod("fetch", "n1")
+    finished["status"] = {"phase": "Succeeded"}
+    kube = Kube([finished])
+    watched = AnchorGuard(kube, PodIndex(), Placement(), Metrics(), Said())  # type: ignore[arg-type]
+    watched.on_node(not_ready("n1"))  # the nodes' first list: no balloon known there yet
+    assert kube.deleted == []
+    pod = balloon_pod("b1", "n1")
+    watched.index.balloon_event(pod, deleted=False)  # as Placement files it
+    watched.on_balloon_pod(pod, deleted=False)
+    assert kube.deleted == [BALLOON_POD]
