@@ -1,7 +1,7 @@
 """The leader's run and pod streams: our own intake, not kopf's, for the two kinds every
 PipelineRun of the cluster multiplies (kube/intake.py glances at each event before decoding it);
-kopf keeps nodes and policies. Each handler hands its object to the Operator and decides
-nothing, as the kopf handlers do.
+kopf keeps the policies, the watch caches the nodes. Each handler hands its object to the
+Operator and decides nothing, as the kopf handlers do.
 """
 
 from __future__ import annotations
