@@ -221,11 +221,17 @@ class Kube(Api):
         return self._unless_conflict("POST", path(LEASES, "leases", body["metadata"]["namespace"]),
                                      body)
 
-    def replace_lease(self, body: Mapping[str, Any]) -> bool:
-        """False if the Lease changed since it was read (its resourceVersion is checked)."""
+    def replace_lease(self, body: Mapping[str, Any]) -> Obj | None:
+        """The Lease as written; None if it changed since it was read (its resourceVersion is
+        checked)."""
         meta = body["metadata"]
-        return self._unless_conflict("PUT", path(LEASES, "leases", meta["namespace"], meta["name"]),
-                                     body)
+        try:
+            return self.json("PUT", path(LEASES, "leases", meta["namespace"], meta["name"]),
+                             dict(body))
+        except ApiException as exc:
+            if exc.status == 409:
+                return None
+            raise
 
     # -- events --------------------------------------------------------------------------
 

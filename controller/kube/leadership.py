@@ -58,6 +58,7 @@ class LeaderElector:
     # What every write of this process checks (kube/fencing.py): granted at each renewal.
     leadership: Leadership | None = None
     _observed: Observed | None = field(default=None, init=False, repr=False)
+    _written: Mapping[str, Any] | None = field(default=None, init=False, repr=False)
 
     @property
     def retry(self) -> float:
@@ -70,8 +71,17 @@ class LeaderElector:
         return self.duration * 2 / 3
 
     def try_hold(self) -> bool:
-        """One round: True if we hold the Lease afterwards. Blocking."""
+        """One round: True if we hold the Lease afterwards. Blocking. A holder renews the Lease
+        as it last wrote it, one request a round (client-go's fast path): the resourceVersion
+        it names fails the write if anyone else wrote since, and only then is it read."""
         now, wall = self.clock(), datetime.now(UTC)
+        if self._written is not None:
+            mine = {**self._written, "spec": claimed(self._written.get("spec") or {}, self.me,
+                                                     self.duration, wall)}
+            written = self.kube.replace_lease(mine)
+            if written is not None:
+                return self._wrote(written, now)
+            self._written = None  # someone else wrote it: read it, as a candidate does
         lease = self.kube.get_lease(self.namespace, self.name)
         if lease is None:
             fresh = claimed({}, self.me, self.duration, wall)
@@ -81,21 +91,26 @@ class LeaderElector:
                 "metadata": {"name": self.name, "namespace": self.namespace},
                 "spec": fresh,
             }
-            return self._wrote(self.kube.create_lease(body), fresh, now)
+            return self._wrote(body if self.kube.create_lease(body) else None, now)
         spec = lease.get("spec") or {}
         self._observed = observe(self._observed, spec, now)
         if not may_take(spec, self.me, self._observed, now):
             return False
         lease["spec"] = claimed(spec, self.me, self.duration, wall)
-        return self._wrote(self.kube.replace_lease(lease), lease["spec"], now)
+        return self._wrote(self.kube.replace_lease(lease), now)
 
-    def _wrote(self, ok: bool, spec: Mapping[str, Any], now: float) -> bool:
-        if ok:
-            self._observed = observe(None, spec, now)
-            if self.leadership is not None:
-                # From when this round began: the Lease was renewed no later than that.
-                self.leadership.grant(self.me, now + self.renew_deadline)
-        return ok
+    def _wrote(self, written: Mapping[str, Any] | None, now: float) -> bool:
+        if written is None:
+            return False
+        # A created Lease's resourceVersion is not known (POST's answer is dropped): its first
+        # renewal reads it.
+        self._written = dict(written) if (written.get("metadata") or {}).get(
+            "resourceVersion") else None
+        self._observed = observe(None, written.get("spec") or {}, now)
+        if self.leadership is not None:
+            # From when this round began: the Lease was renewed no later than that.
+            self.leadership.grant(self.me, now + self.renew_deadline)
+        return True
 
     async def acquire(self) -> None:
         log.info("waiting for leadership", lease=f"{self.namespace}/{self.name}", identity=self.me)
@@ -139,6 +154,7 @@ class LeaderElector:
 
     def release(self) -> None:
         """Hand the Lease back at shutdown, so that another replica leads at once."""
+        self._written = None
         if self.leadership is not None:
             self.leadership.revoke()  # nothing of ours writes after this
         try:
