@@ -6,7 +6,6 @@ changes are heard, their heartbeats are not."""
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
 
 import kubernetes
@@ -17,6 +16,7 @@ from controller.kube.client import Kube
 from controller.metrics import Metrics
 from controller.operator.runs import Operator
 from controller.settings import Settings
+from tests.kube.test_reflector import Response
 from tests.operator.test_runs import MemoryKube, StaticView
 
 NODE = {"metadata": {"name": "node-7", "resourceVersion": "1",
@@ -26,19 +26,6 @@ NODE = {"metadata": {"name": "node-7", "resourceVersion": "1",
                                    "lastHeartbeatTime": "2026-11-27T10:00:00Z"}],
                    "images": [{"names": ["registry.example/maven:3.9"],
                                "sizeBytes": 900_000_000}]}}
-
-
-class Response:
-    def __init__(self, body: Any = None, lines: list[dict[str, Any]] | None = None) -> None:
-        self.data = json.dumps(body).encode()
-        self.lines = lines or []
-
-    def stream(self, amt: Any = None, decode_content: bool = False) -> Any:
-        for line in self.lines:
-            yield (json.dumps(line) + "\n").encode()
-
-    def release_conn(self) -> None:
-        pass
 
 
 def leader(listed: list[dict[str, Any]], events: list[dict[str, Any]]

@@ -65,12 +65,10 @@ def test_each_object_a_watch_event_brings_is_told_after_the_store_holds_it_with_
                     ("a", "4", "1", False, {"ns/a", "ns/b"}), ("b", "5", "2", True, {"ns/a"})]
 
 
-def test_a_list_after_a_broken_watch_tells_what_changed_and_what_vanished_in_the_gap() -> None:
-    """410 Gone: the store lists again, and its listeners hear of the object deleted while no
-    watch ran (as deleted), the one changed (with the version it replaced) and the one new."""
-    told: list[tuple[str, str, bool]] = []
-    lists = [[obj("a", "1"), obj("b", "1")], [obj("a", "5"), obj("c", "6")]]
-    watches = [[{"type": "ERROR", "object": {"code": 410}}], []]
+def relisted(first: list[dict[str, Any]], second: list[dict[str, Any]],
+             on_object: Any) -> Reflector:
+    """A reflector that lists `first`, has its watch ended by 410 Gone, lists `second`."""
+    lists, watches = [first, second], [[{"type": "ERROR", "object": {"code": 410}}], []]
     reflector: Reflector
 
     def list_fn(*args: Any, watch: bool = False, **kwargs: Any) -> Response:
@@ -80,13 +78,23 @@ def test_a_list_after_a_broken_watch_tells_what_changed_and_what_vanished_in_the
             reflector.stop()
         return Response(lines=watches.pop(0) if watches else [])
 
+    reflector = Reflector("test", list_fn, (), on_object=on_object)
+    reflector._stopped.wait = lambda _: False  # type: ignore[method-assign]
+    reflector.run()
+    return reflector
+
+
+def test_a_list_after_a_broken_watch_tells_what_changed_and_what_vanished_in_the_gap() -> None:
+    """410 Gone: the store lists again, and its listeners hear of the object deleted while no
+    watch ran (as deleted), the one changed (with the version it replaced) and the one new."""
+    told: list[tuple[str, str, bool]] = []
+
     def on_object(o: dict[str, Any], old: dict[str, Any] | None, deleted: bool) -> None:
         told.append((o["metadata"]["name"], old["metadata"]["resourceVersion"] if old else "",
                      deleted))
 
-    reflector = Reflector("test", list_fn, (), on_object=on_object)
-    reflector._stopped.wait = lambda _: False  # type: ignore[method-assign]
-    reflector.run()
+    reflector = relisted([obj("a", "1"), obj("b", "1")], [obj("a", "5"), obj("c", "6")],
+                         on_object)
     assert sorted(told) == [("a", "1", False), ("b", "1", True), ("c", "", False)]
     assert {key_of(o) for o in reflector.store.values()} == {"ns/a", "ns/c"}
 
@@ -95,21 +103,7 @@ def test_a_list_after_a_broken_watch_tells_what_appeared_in_the_gap_from_an_empt
 ) -> None:
     """A store that was synced empty: what the relist shows is told as added all the same."""
     told: list[str] = []
-    lists: list[list[dict[str, Any]]] = [[], [obj("a", "5")]]
-    watches = [[{"type": "ERROR", "object": {"code": 410}}], []]
-    reflector: Reflector
-
-    def list_fn(*args: Any, watch: bool = False, **kwargs: Any) -> Response:
-        if not watch:
-            return Response({"items": lists.pop(0), "metadata": {"resourceVersion": "9"}})
-        if not watches:
-            reflector.stop()
-        return Response(lines=watches.pop(0) if watches else [])
-
-    reflector = Reflector("test", list_fn, (),
-                          on_object=lambda o, old, deleted: told.append(o["metadata"]["name"]))
-    reflector._stopped.wait = lambda _: False  # type: ignore[method-assign]
-    reflector.run()
+    relisted([], [obj("a", "5")], lambda o, old, deleted: told.append(o["metadata"]["name"]))
     assert told == ["a"]
 
 
