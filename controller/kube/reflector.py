@@ -11,6 +11,7 @@ import orjson
 import structlog
 from kubernetes.client.exceptions import ApiException
 
+from controller.kube import errors
 from controller.kube.store import Indexed, Indexer, Obj, key_of
 
 log = structlog.get_logger(__name__)
@@ -18,6 +19,8 @@ log = structlog.get_logger(__name__)
 PAGE = 500
 # A watch that ran this long before it broke was healthy: the next one waits the shortest pause.
 HEALTHY = 10.0
+# Seconds between tries while the API server refuses connections (run_forever).
+UNREACHABLE_PAUSE = 2.0
 
 
 class Reflector:
@@ -194,10 +197,14 @@ def run_forever(name: str, once: Callable[[], bool], stopped: threading.Event,
     """`once()` again and again until stopped: at once after it returns True, after a pause
     (1 s, doubling to 30 s while it keeps failing) after it returns False or raises. A watch
     that ran HEALTHY seconds before it ended starts over from the shortest pause: the pause
-    grows only while the watch keeps failing, not with every break in a process's life."""
+    grows only while the watch keeps failing, not with every break in a process's life. While
+    the API server cannot be reached at all (a restart: its port refuses), the pause stays at
+    most UNREACHABLE_PAUSE: a refused connection costs it nothing, and a pause grown to 8 or
+    16 s over a 15 s restart left every cache that stale after it (a replica not yet knowing
+    the cluster cannot lead: seen in e2e as 10 s without a leader after a restart)."""
     backoff = 1.0
     while not stopped.is_set():
-        began = clock()
+        began, unreachable = clock(), False
         try:
             if once():
                 backoff = 1.0
@@ -207,10 +214,11 @@ def run_forever(name: str, once: Callable[[], bool], stopped: threading.Event,
             log.warning("watch failed", watch=name, status=exc.status, reason=exc.reason)
         except Exception as exc:
             log.warning("watch failed", watch=name, error=repr(exc))
+            unreachable = errors.classify(exc).reason == "connection"
         if clock() - began >= HEALTHY:
             backoff = 1.0
         stopped.wait(backoff)
-        backoff = min(backoff * 2, 30.0)
+        backoff = min(backoff * 2, UNREACHABLE_PAUSE if unreachable else 30.0)
 
 
 def start_thread(target: Callable[[], None], name: str) -> threading.Thread:

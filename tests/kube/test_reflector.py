@@ -6,6 +6,9 @@ import json
 import threading
 from typing import Any
 
+import urllib3
+from kubernetes.client.exceptions import ApiException
+
 from controller.kube.reflector import Reflector, run_forever
 from controller.kube.store import Indexed, key_of
 
@@ -130,12 +133,10 @@ def test_a_first_list_told_object_by_object_is_told_before_the_store_counts_as_s
     assert reflector.synced.is_set()
 
 
-def test_the_pause_between_watches_grows_while_they_fail_and_resets_after_a_healthy_one(
-) -> None:
-    """Five failures in a row wait 1, 2, 4, 8, 16 s; a watch that then ran 60 s before it
-    broke is followed by the shortest pause again (not 30 s for the process's whole life)."""
+def pauses_of(outcomes: list[str], failure: Exception) -> list[float | None]:
+    """The pauses run_forever takes over these outcomes of a watch ("fail": it raises
+    `failure` at once; "long": after running 60 s)."""
     clock, pauses = [0.0], []
-    outcomes = ["fail"] * 5 + ["long", "fail"]
     stopped = threading.Event()
 
     def once() -> bool:
@@ -144,7 +145,7 @@ def test_the_pause_between_watches_grows_while_they_fail_and_resets_after_a_heal
             stopped.set()
         if kind == "long":
             clock[0] += 60
-        raise OSError("connection reset")
+        raise failure
 
     def wait(seconds: float | None) -> bool:
         pauses.append(seconds)
@@ -153,8 +154,24 @@ def test_the_pause_between_watches_grows_while_they_fail_and_resets_after_a_heal
 
     stopped.wait = wait  # type: ignore[method-assign]
     run_forever("test", once, stopped, clock=lambda: clock[0])
+    return pauses
+
+
+def test_the_pause_between_watches_grows_while_they_fail_and_resets_after_a_healthy_one(
+) -> None:
+    """Five failures in a row wait 1, 2, 4, 8, 16 s; a watch that then ran 60 s before it
+    broke is followed by the shortest pause again (not 30 s for the process's whole life)."""
+    failure = ApiException(status=500, reason="Internal Server Error")
+    pauses = pauses_of(["fail"] * 5 + ["long", "fail"], failure)
     assert pauses[:5] == [1.0, 2.0, 4.0, 8.0, 16.0]
     assert pauses[5] == 1.0
+
+
+def test_while_the_api_server_refuses_connections_the_pause_stays_short() -> None:
+    """A restart of 15 s: tried every 2 s at most, so the cache is current within 2 s of its
+    return (it waited 8 s, then 16)."""
+    refused = urllib3.exceptions.MaxRetryError(None, "/api", OSError("refused"))  # type: ignore[arg-type]
+    assert pauses_of(["fail"] * 6, refused) == [1.0, 2.0, 2.0, 2.0, 2.0, 2.0]
 
 
 def test_a_watch_ended_by_410_gone_lists_again_at_once() -> None:
