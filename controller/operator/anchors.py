@@ -60,8 +60,8 @@ class AnchorGuard:
         pod watches replay the cluster, and a node that went NotReady before then says nothing
         more: no heartbeat reaches the guard (core/nodes.reads)."""
         node = str((pod.get("spec") or {}).get("nodeName") or "")
-        if deleted or not node:
-            return
+        if deleted or not node or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            return  # a pod on its way out (a move begun) is not looked at again
         with self._lock:
             if node not in self._nodes:
                 return

@@ -112,3 +112,16 @@ def test_a_balloon_pod_shown_on_a_node_already_known_unavailable_is_looked_at_at
     watched.index.balloon_event(pod, deleted=False)  # as Placement files it
     watched.on_balloon_pod(pod, deleted=False)
     assert kube.deleted == [BALLOON_POD]
+
+
+def test_a_balloon_pod_on_its_way_out_is_not_looked_at_again() -> None:
+    """The move begun: the pod's own events while it terminates delete nothing more."""
+    kube = Kube([])
+    watched = guard(kube)
+    watched.on_node(not_ready("n1"))  # no pod of the run holds it: moved
+    assert kube.deleted == [BALLOON_POD]
+    going = balloon_pod("b1", "n1")
+    going["metadata"]["deletionTimestamp"] = "2026-11-27T10:00:00Z"
+    watched.index.balloon_event(going, deleted=False)
+    watched.on_balloon_pod(going, deleted=False)
+    assert kube.deleted == [BALLOON_POD]
