@@ -63,10 +63,6 @@ class Estimates:
         with self._lock:
             return self._estimates.get(run_uid)
 
-    def held(self) -> int:
-        with self._lock:
-            return len(self._estimates)
-
     def _learn(self, run_uid: str, found: peak.Estimate) -> peak.Estimate:
         """Tasks unknown before they ran (resolvers) count as their pods ask, once the pod
         watch has shown one: the keeper then holds room for their siblings."""
