@@ -1,7 +1,7 @@
-"""Capacity-aware anchoring, the adapter: keep each run's reservation pod as
-core/reservation.py decides, for the peak operator/estimates.py keeps and what
-operator/headroom.py says its namespace and nodes leave room for. Every step may be replayed: the
-decision reads only what the watches show, and creating or deleting twice changes nothing.
+"""Capacity-aware anchoring, the adapter: keep each run's reservation pod as core/reservation.py
+decides, for the peak operator/estimates.py keeps and what operator/headroom.py says its
+namespace and nodes leave room for. Every step may be replayed: the decision reads only what the
+watches show, and creating or deleting twice changes nothing.
 """
 
 from __future__ import annotations

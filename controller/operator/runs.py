@@ -76,6 +76,8 @@ class Operator:
         self.anchors = AnchorGuard(kube, self.index, self.placement, metrics, self.notifier)
         self.waiting = WaitingPods(settings, self.index, metrics, self.notifier,
                                    self._claims_tekton_makes)
+        # What a ResolutionRequest's event wakes (in the caches' watch thread) goes on the work
+        # queue: nudge, not reconcile.
         self.estimates = Estimates(caches, self.index, self.notifier,
                                    Resolving(caches, self.live.get, self.nudge))
         self.capacity = Capacity(
