@@ -34,10 +34,10 @@ def module_dir(module: str, version: str) -> Path:
             cwd=cwd,
             timeout=600,
         )
-        cache = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True, text=True,
-                               env=env, cwd=cwd, timeout=60).stdout.strip()
     if out.returncode == 0:
         return Path(json.loads(out.stdout)["Dir"])
+    cache = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True, text=True,
+                           env=env, timeout=60).stdout.strip()
     unpacked = Path(cache) / f"{_escaped(module)}@{version}"
     if "requires go" in out.stdout and (unpacked / "go.mod").is_file():
         return unpacked
