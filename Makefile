@@ -27,8 +27,10 @@ unit: venv
 binaries:
 	bash e2e/build.sh
 
+E2E_PYTEST = $(BIN)/pytest e2e -p no:cacheprovider --durations=40 $(PYTEST_FLAGS)
+
 e2e: venv binaries
-	$(BIN)/pytest e2e -p no:cacheprovider --durations=40 $(PYTEST_FLAGS)
+	$(E2E_PYTEST)
 
 # As a new user would: `pip install .` into a clean virtualenv, then the CLI with no cluster.
 package:
@@ -42,8 +44,15 @@ package:
 	! grep -q Traceback build/check.out
 	@echo "package: pip install . works; check without a cluster gives a verdict, not a traceback"
 
-# The test command of the README and of CI.
-test: lint unit e2e package
+# The test command of the README and of CI. The parts build in the background, at the lowest CPU
+# and I/O priority, while lint, the unit tests and the scenarios run: the scenarios come in the
+# order the parts are built, and one whose part is not built yet waits for it
+# (e2e/harness/cluster/building.py). It fails if the build did; a failure stops the build.
+test: venv
+	bash e2e/build.sh --background
+	$(MAKE) lint unit package || { bash e2e/build.sh --stop; exit 1; }
+	$(E2E_PYTEST) || { bash e2e/build.sh --stop; exit 1; }
+	bash e2e/build.sh --wait
 
 # The main job: a local control plane, the operator, a fan-out/fan-in PipelineRun, a verdict.
 demo: venv

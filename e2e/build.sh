@@ -9,6 +9,14 @@
 #   e2e/build.sh [--force] [etcd|kubernetes|kwok|tekton|helm|certmanager|karpenter|
 #                containerd|cni|kubelet|tektonimages|pause|debian|baseimage|registry|realnode ...]
 #   (default: all; realnode: the last eight)
+#   e2e/build.sh --background   all of them, detached at the lowest CPU and I/O priority, logged
+#                               to $CACHE/logs/background.log; returns at once
+#   e2e/build.sh --wait         waits for that build; fails as it failed (with its log's tail)
+#   e2e/build.sh --stop         stops it
+#
+# Any number of these may run at once: each component is built under its own lock, and each
+# build.sh lists what it has still to build in $CACHE/building/<pid>, so a scenario that needs a
+# part not built yet waits for it (e2e/harness/cluster/versions.py) rather than skip.
 #
 # Environment:
 #   TEKTON_COSCHEDULER_CACHE    cache root (default ~/.cache/tekton-coscheduler)
@@ -42,22 +50,28 @@ export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 mkdir -p "$BIN_ROOT" "$LOG_DIR" "$SRC_ROOT"
 
 FORCE=0
+MODE=build
 COMPONENTS=()
 REALNODE=(debian containerd cni kubelet tektonimages pause baseimage registry)
 for arg in "$@"; do
   case $arg in
     --force) FORCE=1 ;;
+    --background) MODE=background ;;
+    --wait) MODE=wait ;;
+    --stop) MODE=stop ;;
     etcd | kubernetes | kwok | tekton | helm | certmanager | karpenter) COMPONENTS+=("$arg") ;;
     containerd | cni | kubelet | tektonimages | pause | debian | baseimage | registry) COMPONENTS+=("$arg") ;;
     realnode) COMPONENTS+=("${REALNODE[@]}") ;;
-    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
 ALL=0
 [ ${#COMPONENTS[@]} -gt 0 ] || {
   ALL=1
-  COMPONENTS=(etcd kubernetes kwok tekton helm certmanager karpenter)
+  # In the order the scenarios first need them (e2e/tests/conftest.py orders them so), for a
+  # build in the background while they run.
+  COMPONENTS=(etcd kubernetes kwok helm certmanager tekton karpenter)
   # The real node's parts need root (apt-get; the scenarios: links, mounts, cgroups). Without
   # it they are left out, and the realnode scenarios skip saying why.
   if [ "$(id -u)" = 0 ]; then COMPONENTS+=("${REALNODE[@]}")
@@ -67,6 +81,43 @@ ALL=0
 START_ALL=$(date +%s)
 log() { printf '[%s +%4ss] %s\n' "$(date +%H:%M:%S)" "$(($(date +%s) - START_ALL))" "$*"; }
 die() { log "ERROR: $*" >&2; exit 1; }
+
+# --background, --wait, --stop: the build of everything, detached, and what follows it.
+BACKGROUND_PID=$CACHE/background.pid
+BACKGROUND_STATUS=$CACHE/background.status
+BACKGROUND_LOG=$LOG_DIR/background.log
+background_alive() {
+  local pid
+  pid=$(cat "$BACKGROUND_PID" 2>/dev/null) || return 1
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+}
+case $MODE in
+  background)
+    [ $ALL = 1 ] || die "--background builds everything; it takes no component"
+    if background_alive; then log "a background build runs already (pid $(cat "$BACKGROUND_PID"))"; exit 0; fi
+    rm -f "$BACKGROUND_STATUS"
+    # Its own session, so it outlives no pipe of the caller's; with the scheduler's autogroups
+    # (one per session) a nice value alone would not yield the CPU to the caller's session, so
+    # the session's own priority is lowered too (/proc/self/autogroup).
+    setsid bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null || true
+      rc=0; nice -n 19 ionice -c 3 bash "$1" || rc=$?
+      echo "$rc" >"$2"' background "$0" "$BACKGROUND_STATUS" >"$BACKGROUND_LOG" 2>&1 </dev/null &
+    echo $! >"$BACKGROUND_PID"
+    log "building everything in the background (pid $!, log $BACKGROUND_LOG)"
+    exit 0 ;;
+  wait)
+    while background_alive; do sleep 2; done
+    status=$(cat "$BACKGROUND_STATUS" 2>/dev/null || echo "unknown (no $BACKGROUND_STATUS)")
+    if [ "$status" != 0 ]; then
+      tail -n 30 "$BACKGROUND_LOG" >&2 || true
+      die "the background build failed (exit $status); its log: $BACKGROUND_LOG"
+    fi
+    log "the background build succeeded: $(grep -c ': built in ' "$BACKGROUND_LOG" || true) components built, log $BACKGROUND_LOG"
+    exit 0 ;;
+  stop)
+    if background_alive; then kill -- -"$(cat "$BACKGROUND_PID")" 2>/dev/null || true; log "stopped the background build"; fi
+    exit 0 ;;
+esac
 
 command -v go >/dev/null || die "go is not on PATH"
 log "go: $(go version); cache: $CACHE"
@@ -319,7 +370,11 @@ run_measured() { # comp cmd...
     setsid -w "$@" >>"$LOGFILE" 2>&1 &
   fi
   pid=$!
+  CHILD=$pid
   while kill -0 "$pid" 2>/dev/null; do
+    # A build of ours at a lower priority (--background) keeps it in the session setsid made for
+    # the command: the scheduler weighs each session's autogroup alike, whatever its nice value.
+    [ "$(nice)" = 0 ] || echo "$(nice)" >"/proc/$pid/autogroup" 2>/dev/null || true
     rss=$(ps -o rss= -g "$pid" 2>/dev/null | awk '{s += $1} END {print s + 0}')
     [ "$rss" -gt "$peak" ] && peak=$rss
     now=$(date +%s)
@@ -331,6 +386,7 @@ run_measured() { # comp cmd...
   done
   local rc=0
   wait "$pid" || rc=$?
+  CHILD=""
   BUILD_SECONDS=$(($(date +%s) - started))
   BUILD_PEAK_TREE_MIB=$((peak / 1024))
   BUILD_MAXRSS_MIB=unknown
@@ -505,12 +561,35 @@ build() { # comp
   log "$comp $version: built in ${BUILD_SECONDS}s (largest process ${BUILD_MAXRSS_MIB} MiB, whole build peak ~${BUILD_PEAK_TREE_MIB} MiB): $(cd "$dir" && ls | tr '\n' ' ')"
 }
 
+# What this build has still to do, "component version" a line, for the scenarios to wait on.
+PLAN=$CACHE/building/$$
+mkdir -p "$CACHE/building"
+# A build's command runs in a session of its own (run_measured): stopped with the build.
+CHILD=""
+trap 'rm -f "$PLAN"; [ -z "$CHILD" ] || kill -- -"$CHILD" 2>/dev/null || true' EXIT
+trap 'exit 143' TERM INT
+{
+  for comp in "${COMPONENTS[@]}"; do echo "$comp $(version_of "$comp")"; done
+  [ $ALL = 0 ] || [ "$TEKTON_UPGRADE_FROM" = "$TEKTON_PIPELINE_VERSION" ] || echo "tekton $TEKTON_UPGRADE_FROM"
+} >"$PLAN"
+
+one() { # comp: built unless it is there, by one build.sh at a time; then off the plan
+  local fd line
+  exec {fd}>"$BIN_ROOT/.$(basename "$(dir_of "$1")").lock"
+  flock "$fd"
+  already_there "$1" || build "$1"
+  exec {fd}>&-
+  line="$1 $(version_of "$1")"
+  grep -vxF "$line" "$PLAN" >"$PLAN.new" || true
+  mv "$PLAN.new" "$PLAN"
+}
+
 for comp in "${COMPONENTS[@]}"; do
-  already_there "$comp" || build "$comp"
+  one "$comp"
 done
 # The upgrade scenarios (pytest -m upgrade) start from an older Tekton: part of "all".
 if [ $ALL = 1 ] && [ "$TEKTON_UPGRADE_FROM" != "$TEKTON_PIPELINE_VERSION" ]; then
   TEKTON_PIPELINE_VERSION=$TEKTON_UPGRADE_FROM
-  already_there tekton || build tekton
+  one tekton
 fi
 log "done in $(($(date +%s) - START_ALL))s; binaries under $BIN_ROOT"

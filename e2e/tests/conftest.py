@@ -13,7 +13,7 @@ import pytest
 
 from controller.core import names
 from e2e.harness import faults, release
-from e2e.harness.cluster import Backend, BinaryNotFound, ClusterHandle, open_cluster
+from e2e.harness.cluster import Backend, BinaryNotFound, ClusterHandle, building, open_cluster
 from e2e.harness.cluster import tekton as tekton_cluster
 from e2e.harness.coscheduler import Coscheduler
 from e2e.harness.faults import Pool
@@ -22,6 +22,7 @@ from e2e.harness.scenario import Scenario
 from e2e.harness.tekton_runs import PodRecorder
 
 _CLUSTER_KEY = pytest.StashKey[ClusterHandle]()
+_WAITED = pytest.StashKey[float]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -83,8 +84,45 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests with hand-made runs first: once the real Tekton controller runs, it would act on
-    them (and fail them, since their Pipelines do not exist)."""
-    items.sort(key=lambda item: "tekton" in getattr(item, "fixturenames", ()))
+    them (and fail them, since their Pipelines do not exist). Scenarios on clusters of their own
+    last. Within each of these, those needing a part built later come later (`make test` builds
+    the parts in the background as the scenarios run, e2e/harness/cluster/building.py)."""
+    def order(item: pytest.Item) -> tuple[int, int]:
+        fixtures = getattr(item, "fixturenames", ())
+        group = 2 if "cluster" not in fixtures else int("tekton" in fixtures)
+        return group, building.rank(_parts(item))
+
+    items.sort(key=order)
+
+
+def _parts(item: pytest.Item) -> set[str]:
+    """What a scenario needs built: the control plane's parts, Tekton if it runs Tekton, and
+    what its `parts` marker names (e2e/harness/cluster/building.py LATE)."""
+    parts = set(building.BASE) if item.get_closest_marker("e2e") else set()
+    if "tekton" in getattr(item, "fixturenames", ()):
+        parts.add("tekton")
+    for marker in item.iter_markers("parts"):
+        parts.update(marker.args)
+    return parts
+
+
+@pytest.hookimpl(tryfirst=True, wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    """A part still being built is waited for here, before the scenario's own timeout starts."""
+    reporter = item.config.pluginmanager.get_plugin("terminalreporter")
+    waited = building.wait_for(
+        _parts(item), say=lambda line: reporter.write_line(f"{item.nodeid}: {line}")
+        if reporter else None)
+    item.config.stash[_WAITED] = item.config.stash.get(_WAITED, 0.0) + waited
+    return (yield)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
+                            config: pytest.Config) -> None:
+    waited = config.stash.get(_WAITED, 0.0)
+    if waited >= 1:
+        terminalreporter.write_line(
+            f"scenarios waited {waited:.0f} s in all for parts e2e/build.sh was still building")
 
 
 @pytest.fixture(scope="session")

@@ -24,7 +24,7 @@ from e2e.harness.coscheduler import Coscheduler
 from e2e.harness.faults import Pool
 from e2e.harness.runs import Runs
 
-pytestmark = [pytest.mark.e2e, pytest.mark.autoscaler]
+pytestmark = [pytest.mark.e2e, pytest.mark.autoscaler, pytest.mark.parts("karpenter")]
 
 SIZES = {"e2e-4cpu": 4, "e2e-8cpu": 8}
 TOGETHER = 5.0  # seconds: the builds of a layer that started together were bound within this

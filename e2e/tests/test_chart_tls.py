@@ -33,7 +33,7 @@ from e2e.harness.cluster import BinaryNotFound, ClusterHandle, cert_manager
 from e2e.harness.coscheduler import Coscheduler, project_secret
 from e2e.harness.scenario import Scenario
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.parts("certmanager")]
 
 REQ = "requiredDuringSchedulingIgnoredDuringExecution"
 # certManager mode's release; namespaces with LABEL go to its webhook (not the session's).

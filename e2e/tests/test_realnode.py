@@ -30,7 +30,7 @@ from e2e.harness.real import Real
 from e2e.harness.runs import Runs, assert_co_located
 from e2e.harness.tekton_runs import PodRecorder
 
-pytestmark = [pytest.mark.e2e, pytest.mark.realnode]
+pytestmark = [pytest.mark.e2e, pytest.mark.realnode, pytest.mark.parts("realnode")]
 
 FULLNAME, NAMESPACE, SELECTOR = real_.FULLNAME, real_.NAMESPACE, real_.SELECTOR
 install, write_and_read = real_.install, real_.write_and_read

@@ -71,6 +71,7 @@ def fresh() -> Iterator[LocalCluster]:
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.parts("tekton", "tekton-before")
 def test_an_upgrade_and_a_rollback_with_runs_in_flight_lose_nothing(fresh: LocalCluster) -> None:
     """RUNS runs in flight at each swap. Wave A starts under the previous release and ends
     under the working tree's (which deletes the balloons the previous one made); wave B, longer,
@@ -118,6 +119,7 @@ def test_an_upgrade_and_a_rollback_with_runs_in_flight_lose_nothing(fresh: Local
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.parts("tekton", "tekton-before")
 def test_tekton_upgraded_in_place_with_runs_in_flight_loses_nothing(fresh: LocalCluster) -> None:
     """Tekton's controller, CRDs and config go from the LTS line before the newest to the
     newest while RUNS runs are in flight under the working tree's release: every run succeeds,

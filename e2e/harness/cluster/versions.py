@@ -6,6 +6,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,9 +119,21 @@ def _reports_version(path: str, component: Component, version: str) -> bool:
 
 
 def find_binary(name: str) -> Path:
-    """TEKTON_COSCHEDULER_BIN_DIR as is, then the build cache, then PATH at the pinned version."""
+    """TEKTON_COSCHEDULER_BIN_DIR as is, then the build cache, then PATH at the pinned version;
+    while a running e2e/build.sh has it still to build, it waits for that (e2e/harness/cluster/
+    building.py: scenarios wait for their parts before their timeout starts; this is the net)."""
     component = COMPONENT_OF[name]
     version = read_versions()[component.version_key]
+    while True:
+        try:
+            return _find_binary(name, component, version)
+        except BinaryNotFound:
+            if builder_of(component.name, version) is None:
+                raise
+            time.sleep(2)
+
+
+def _find_binary(name: str, component: Component, version: str) -> Path:
     bin_dir = os.environ.get("TEKTON_COSCHEDULER_BIN_DIR")
     if bin_dir and (Path(bin_dir) / name).is_file():
         return Path(bin_dir) / name
@@ -134,6 +147,35 @@ def find_binary(name: str) -> Path:
         f"{name} {version} not found (looked in TEKTON_COSCHEDULER_BIN_DIR, {cached}, PATH); "
         f"build it with: {BUILD_SCRIPT} {component.name}"
     )
+
+
+def builder_of(component: str, version: str | None = None) -> int | None:
+    """The pid of a running build.sh that has still to build it, if any."""
+    for plan in (cache_dir() / "building").glob("*"):
+        if not plan.name.isdigit() or not _alive(int(plan.name)):
+            continue  # a build.sh killed before it could take its list away
+        for line in _lines(plan):
+            name, _, built = line.partition(" ")
+            if name == component and (version is None or built == version):
+                return int(plan.name)
+    return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _lines(plan: Path) -> list[str]:
+    try:
+        return plan.read_text().splitlines()
+    except OSError:  # taken away as it was read: that build.sh has ended
+        return []
 
 
 def have_binary(name: str) -> bool:
