@@ -115,6 +115,9 @@ def test_killed_leaders_and_restarted_control_plane_leave_every_run_whole(
         cluster.wait_for(coscheduler.leads, timeout=60, what="the session's replica leads again")
     print("\n".join(f"{t - done.started:6.1f} s  {what}" for t, what in done.events))
     print(said)
+    restarted = {p.name: p.restarts for p in cluster.processes if p.restarts}
+    if restarted:  # as the kubelet restarts a static pod (harness/cluster/processes.py)
+        print(f"started again after exiting unasked: {restarted}")
     assert said.zero(), said
     assert said.succeeded == RUNS
     assert said.writes > 0 and said.leader_changes >= 3  # the chaos did happen, and was read

@@ -71,9 +71,11 @@ class ClusterHandle(ClusterApi):
 
     # local processes -----------------------------------------------------------------------
     def _spawn(
-        self, name: str, argv: list[str], env: Mapping[str, str] | None = None
+        self, name: str, argv: list[str], env: Mapping[str, str] | None = None,
+        restart_on_exit: bool = False,
     ) -> ManagedProcess:
-        proc = ManagedProcess(name, argv, self.logs_dir / f"{name}.log", env=env, cwd=self.logs_dir)
+        proc = ManagedProcess(name, argv, self.logs_dir / f"{name}.log", env=env, cwd=self.logs_dir,
+                              restart_on_exit=restart_on_exit)
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         self.processes.append(proc)
         proc.start()

@@ -225,6 +225,7 @@ class LocalCluster(ClusterHandle):
                 "--node-monitor-period=2s",
                 "--node-monitor-grace-period=12s",
             ],
+            restart_on_exit=True,
         )
         self._wait_healthz(proc, health)
 
@@ -248,6 +249,7 @@ class LocalCluster(ClusterHandle):
         proc = self._spawn(
             "kube-scheduler",
             [str(find_binary("kube-scheduler")), f"--config={config_path}", *flags],
+            restart_on_exit=True,
         )
         self._wait_healthz(proc, health)
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 _LIVE: weakref.WeakSet[ManagedProcess] = weakref.WeakSet()
+RESTART_DELAY = 1.0  # seconds before a component that exited unasked is started again
 
 
 @atexit.register
@@ -63,6 +64,12 @@ class ManagedProcess:
     log_path: Path
     env: Mapping[str, str] | None = None
     cwd: Path | None = None
+    # Started again when it exits unasked, as the kubelet restarts a static pod: the scheduler
+    # exits by design when its cache no longer matches the API server ("Scheduler cache is
+    # corrupted", seen once after an API server restart in the chaos scenario), and a cluster
+    # brings it back within seconds. Left without one, every later scenario failed.
+    restart_on_exit: bool = False
+    restarts: int = field(default=0, init=False)
     _popen: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
 
     def start(self) -> None:
@@ -85,6 +92,19 @@ class ManagedProcess:
                 preexec_fn=_die_with_parent if main and sys.platform == "linux" else None,
             )
         _LIVE.add(self)
+        if self.restart_on_exit:
+            threading.Thread(target=self._supervise, args=(self._popen,), daemon=True,
+                             name=f"supervise-{self.name}").start()
+
+    def _supervise(self, popen: subprocess.Popen[bytes]) -> None:
+        code = popen.wait()
+        time.sleep(RESTART_DELAY)
+        if self._popen is not popen:  # stopped, killed or started again on purpose
+            return
+        self.restarts += 1
+        with self.log_path.open("ab") as log:
+            log.write(f"# exited with {code} unasked: started again ({self.restarts})\n".encode())
+        self.start()
 
     @property
     def pid(self) -> int | None:
