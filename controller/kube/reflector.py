@@ -212,6 +212,7 @@ def run_forever(name: str, once: Callable[[], bool], stopped: threading.Event,
         except ApiException as exc:
             failed(exc)
             log.warning("watch failed", watch=name, status=exc.status, reason=exc.reason)
+            unreachable = errors.classify(exc).reason == "connection"  # status 0: no answer
         except Exception as exc:
             log.warning("watch failed", watch=name, error=repr(exc))
             unreachable = errors.classify(exc).reason == "connection"

@@ -174,6 +174,13 @@ def test_while_the_api_server_refuses_connections_the_pause_stays_short() -> Non
     assert pauses_of(["fail"] * 6, refused) == [1.0, 2.0, 2.0, 2.0, 2.0, 2.0]
 
 
+def test_a_client_error_without_an_answer_is_the_api_server_out_of_reach_too() -> None:
+    """The kubernetes client raises ApiException(status=0) when no answer came (kube/errors.py
+    reads it as a connection failure): the same short pause as a refused connection."""
+    no_answer = ApiException(status=0, reason="Connection reset by peer")
+    assert pauses_of(["fail"] * 5, no_answer) == [1.0, 2.0, 2.0, 2.0, 2.0]
+
+
 def test_a_watch_ended_by_410_gone_lists_again_at_once() -> None:
     """A restarted API server's watch cache no longer keeps the version the watch resumed
     from: the store lists again at once, not after a pause in which it is stale (a StatefulSet
