@@ -131,8 +131,9 @@ def refresh(cluster: LocalCluster) -> None:
     and each StatefulSet requeued with a backoff that doubles), once made a deleted balloon's
     pod again, and the scheduler said its cache was corrupted; every later scenario that needed
     a pod failed. They are the harness's, not under test here; a cluster's static pods would be
-    restarted by their liveness probes."""
-    for component in ("kube-controller-manager", "kube-scheduler"):
+    restarted by their liveness probes. kwok too, as a kubelet: in a cold CI run a pod on a node
+    added after the module's restarts was bound but not run for a minute."""
+    for component in ("kube-controller-manager", "kube-scheduler", "kwok"):
         cluster.restart(component)
 
 

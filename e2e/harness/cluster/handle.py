@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -44,6 +44,7 @@ class ClusterHandle(ClusterApi):
         self._kwok_started = False
         self._cert_manager_started = False
         self._karpenter: ManagedProcess | None = None
+        self._healthy: dict[str, Callable[[], bool]] = {}  # component -> its health check
 
     # lifecycle ---------------------------------------------------------------------------
     def start(self) -> ClusterHandle:
@@ -107,8 +108,9 @@ class ClusterHandle(ClusterApi):
                 "--node-ip=10.0.0.1",
             ],
         )
+        self._healthy[proc.name] = lambda: http_ok(f"http://127.0.0.1:{port}/healthz")
         wait_until(
-            lambda: http_ok(f"http://127.0.0.1:{port}/healthz"),
+            self._healthy[proc.name],
             timeout=self.start_timeout,
             what=f"kwok /healthz on port {port}",
             process=proc,

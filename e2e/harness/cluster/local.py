@@ -9,7 +9,7 @@ import shutil
 import ssl
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
@@ -49,7 +49,6 @@ class LocalCluster(ClusterHandle):
         self.keep_run_dir = keep_run_dir
         self.pki: Pki | None = None
         self.startup_seconds: float | None = None
-        self._healthy: dict[str, Callable[[], bool]] = {}  # component -> its health check
 
     # lifecycle ---------------------------------------------------------------------------
     def start(self) -> LocalCluster:

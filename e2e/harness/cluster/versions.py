@@ -152,7 +152,7 @@ def _find_binary(name: str, component: Component, version: str) -> Path:
 def builder_of(component: str, version: str | None = None) -> int | None:
     """The pid of a running build.sh that has still to build it, if any."""
     for plan in (cache_dir() / "building").glob("*"):
-        if not plan.name.isdigit() or not _alive(int(plan.name)):
+        if not plan.name.isdigit() or not alive(int(plan.name)):
             continue  # a build.sh killed before it could take its list away
         for line in _lines(plan):
             name, _, built = line.partition(" ")
@@ -161,7 +161,7 @@ def builder_of(component: str, version: str | None = None) -> int | None:
     return None
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
