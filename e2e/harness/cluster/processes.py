@@ -66,8 +66,8 @@ class ManagedProcess:
     cwd: Path | None = None
     # Started again when it exits unasked, as the kubelet restarts a static pod: the scheduler
     # exits by design when its cache no longer matches the API server ("Scheduler cache is
-    # corrupted", seen once after an API server restart in the chaos scenario), and a cluster
-    # brings it back within seconds. Left without one, every later scenario failed.
+    # corrupted", after API server restarts in the chaos scenario of two cold CI runs), and a
+    # cluster brings it back within seconds. Left without one, every later scenario failed.
     restart_on_exit: bool = False
     restarts: int = field(default=0, init=False)
     _popen: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
