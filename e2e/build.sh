@@ -567,40 +567,19 @@ PLAN=$CACHE/building/$$
 mkdir -p "$CACHE/building"
 # A build's command runs in a session of its own (run_measured): stopped with the build.
 CHILD=""
-trap 'rm -f "$PLAN" "$PLAN.current"; [ -z "$CHILD" ] || kill -- -"$CHILD" 2>/dev/null || true' EXIT
+trap 'rm -f "$PLAN"; [ -z "$CHILD" ] || kill -- -"$CHILD" 2>/dev/null || true' EXIT
 trap 'exit 143' TERM INT
 {
   for comp in "${COMPONENTS[@]}"; do echo "$comp $(version_of "$comp")"; done
   [ $ALL = 0 ] || [ "$TEKTON_UPGRADE_FROM" = "$TEKTON_PIPELINE_VERSION" ] || echo "tekton $TEKTON_UPGRADE_FROM"
 } >"$PLAN"
 
-# A scenario whose timing is what it tests holds the build between two components while it runs
-# (e2e/harness/cluster/building.py quiet): $CACHE/hold/<pid of the holder>, honoured while that
-# process lives. $PLAN.current says a component is being built; it is written before the holds
-# are read, so a holder that finds none knows no component starts until it lets go.
-hold_on() {
-  local hold held
-  while :; do
-    echo "$1" >"$PLAN.current"
-    held=""
-    for hold in "$CACHE"/hold/*; do
-      [ -e "$hold" ] && kill -0 "$(basename "$hold")" 2>/dev/null && held=$hold
-    done
-    [ -n "$held" ] || return 0
-    rm -f "$PLAN.current"
-    log "held by a scenario (pid $(basename "$held")) before $1"
-    while [ -e "$held" ] && kill -0 "$(basename "$held")" 2>/dev/null; do sleep 1; done
-  done
-}
-
 one() { # comp: built unless it is there, by one build.sh at a time; then off the plan
   local fd line
-  hold_on "$1"
   exec {fd}>"$BIN_ROOT/.$(basename "$(dir_of "$1")").lock"
   flock "$fd"
   already_there "$1" || build "$1"
   exec {fd}>&-
-  rm -f "$PLAN.current"
   line="$1 $(version_of "$1")"
   grep -vxF "$line" "$PLAN" >"$PLAN.new" || true
   mv "$PLAN.new" "$PLAN"

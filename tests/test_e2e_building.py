@@ -126,38 +126,3 @@ def test_the_scenarios_come_in_the_order_their_parts_are_built() -> None:
     assert last["test_autoscaler.py"] < first["test_realnode.py"]  # a cluster of its own
     assert last["test_realnode.py"] < last["test_upgrade.py"]  # the older Tekton, built last
 
-
-def test_a_quiet_scenario_waits_for_the_component_being_built_and_holds_the_next(
-        cache: Path, builder: int) -> None:
-    current = cache / "building" / f"{builder}.current"
-    current.write_text("kubernetes\n")
-    threading.Timer(0.3, current.unlink).start()
-    said: list[str] = []
-    with building.quiet(say=said.append) as waited:
-        assert list((cache / "hold").iterdir()) == [cache / "hold" / str(os.getpid())]
-    assert 0.25 < waited < 5
-    assert said == ["waiting for e2e/build.sh to finish kubernetes before a scenario that needs "
-                    "the machine to itself"]
-    assert list((cache / "hold").iterdir()) == []
-
-
-def test_build_sh_holds_before_its_next_component_while_a_live_holder_asks(cache: Path,
-                                                                           builder: int) -> None:
-    given = cache / "given"
-    given.mkdir()
-    (given / "etcd").write_text("#!/bin/sh\n")
-    (cache / "hold").mkdir()
-    hold = cache / "hold" / str(builder)
-    hold.write_text("")
-    env = {**os.environ, "TEKTON_COSCHEDULER_BIN_DIR": str(given)}
-    build = subprocess.Popen(["bash", str(REPO / "e2e" / "build.sh"), "etcd"], env=env,
-                             stdout=subprocess.PIPE, text=True)
-    time.sleep(1.5)
-    assert build.poll() is None  # held, its plan still there, nothing being built
-    [plan] = (cache / "building").iterdir()
-    assert plan.read_text().startswith("etcd ")
-    hold.unlink()
-    out, _ = build.communicate(timeout=30)
-    assert build.returncode == 0
-    assert f"held by a scenario (pid {builder}) before etcd" in out
-    assert "etcd: using binaries in TEKTON_COSCHEDULER_BIN_DIR" in out

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from kubernetes import client
+from kubernetes import client, watch
 
 from controller.core import names
 from e2e.harness.cluster import ClusterHandle, create_once
@@ -180,6 +180,21 @@ class Scenario:
         if run is not None:
             selector += f",{names.LABEL_RUN_UID}={run['metadata']['uid']}"
         return list(self.apps.list_namespaced_stateful_set(self.ns, label_selector=selector).items)
+
+    def first_balloon(self, timeout: int = 60) -> bool:
+        """Returns as soon as the namespace holds a balloon (False at the timeout): a watch, so
+        within milliseconds of its creation. Polling a list missed a leader's round: it makes
+        some 300 balloons a second here, 100 of them between a poll that saw 10 and the next
+        step (200 while each poll decoded every StatefulSet)."""
+        stream = watch.Watch()
+        try:
+            for _ in stream.stream(self.apps.list_namespaced_stateful_set, self.ns,
+                                   label_selector=names.BALLOON_SELECTOR,
+                                   timeout_seconds=timeout):
+                return True
+        finally:
+            stream.stop()
+        return False
 
     def balloon_node(self, run: Mapping[str, Any], timeout: float = 60) -> str:
         def bound() -> str | None:

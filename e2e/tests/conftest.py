@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import uuid
 from collections.abc import Iterator, Mapping
@@ -24,7 +23,6 @@ from e2e.harness.tekton_runs import PodRecorder
 
 _CLUSTER_KEY = pytest.StashKey[ClusterHandle]()
 _WAITED = pytest.StashKey[float]()
-_HELD = pytest.StashKey[contextlib.ExitStack]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -110,9 +108,7 @@ def _parts(item: pytest.Item) -> set[str]:
 
 @pytest.hookimpl(tryfirst=True, wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
-    """A part still being built is waited for here, before the scenario's own timeout starts;
-    scenarios marked `quiet` run with the build held (building.quiet), from the first of a row
-    of them to the last."""
+    """A part still being built is waited for here, before the scenario's own timeout starts."""
     reporter = item.config.pluginmanager.get_plugin("terminalreporter")
 
     def say(line: str) -> None:
@@ -120,17 +116,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
             reporter.write_line(f"{item.nodeid}: {line}")
 
     waited = building.wait_for(_parts(item), say=say)
-    held = item.config.stash.get(_HELD, None)
-    if item.get_closest_marker("quiet") and held is None:
-        held = item.config.stash[_HELD] = contextlib.ExitStack()
-        waited += held.enter_context(building.quiet(say=say))
     item.config.stash[_WAITED] = item.config.stash.get(_WAITED, 0.0) + waited
-    try:
-        return (yield)
-    finally:
-        if held is not None and (nextitem is None or not nextitem.get_closest_marker("quiet")):
-            del item.config.stash[_HELD]
-            held.close()
+    return (yield)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,

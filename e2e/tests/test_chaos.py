@@ -90,7 +90,6 @@ def test_a_run_tekton_failed_for_want_of_the_api_server_is_told_apart() -> None:
 
 @pytest.mark.e2e
 @pytest.mark.faults
-@pytest.mark.quiet  # its bounds on time without a leader are what it tests
 def test_killed_leaders_and_restarted_control_plane_leave_every_run_whole(
     cluster: ClusterHandle, tekton: ClusterHandle, coscheduler: Coscheduler, nodes: list[str]
 ) -> None:

@@ -9,12 +9,10 @@ for want of it; a part no live build.sh plans is looked for once, as before.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 
-from .versions import alive, builder_of, cache_dir, read_versions
+from .versions import builder_of, read_versions
 
 # What the control plane needs (every scenario on a cluster), and what a real node needs.
 BASE = ("etcd", "kubernetes", "kwok", "helm")
@@ -25,9 +23,6 @@ REALNODE = ("debian", "containerd", "cni", "kubelet", "tektonimages", "pause", "
 # "tekton-before" is the older Tekton line the upgrade scenarios start from.
 LATE = ("certmanager", "tekton", "karpenter", "realnode", "tekton-before")
 POLL = 2.0
-# The longest a scenario waits for the component being built to end before it runs anyway
-# (Kubernetes took 204 s cold).
-QUIET_WITHIN = 600.0
 
 
 def rank(parts: Iterable[str]) -> int:
@@ -67,38 +62,3 @@ def wait_for(parts: Iterable[str], say: Callable[[str], None] = lambda _: None,
         time.sleep(POLL)
     return time.monotonic() - start
 
-
-@contextlib.contextmanager
-def quiet(say: Callable[[str], None] = lambda _: None,
-          timeout: float = QUIET_WITHIN) -> Iterator[float]:
-    """The block runs with no component being built: a scenario whose timing is what it tests
-    (a pause that must fall mid-round, a deletion in the gap after a restart) failed in cold CI
-    runs beside the build, nice 19 and all (two cores, their caches and memory shared). Every
-    running build.sh holds before its next component while this lives (e2e/build.sh hold_on);
-    the one being built is waited for first. Yields how many seconds that took."""
-    holds = cache_dir() / "hold"
-    holds.mkdir(parents=True, exist_ok=True)
-    hold = holds / str(os.getpid())
-    hold.write_text("")
-    start = time.monotonic()
-    try:
-        said = False
-        while time.monotonic() - start < timeout and (busy := _building()):
-            if not said:
-                said = True
-                say(f"waiting for e2e/build.sh to finish {busy} before a scenario that needs "
-                    "the machine to itself")
-            time.sleep(POLL)
-        yield time.monotonic() - start
-    finally:
-        hold.unlink(missing_ok=True)
-
-
-def _building() -> str:
-    """The component a live build.sh is building now, if any."""
-    for current in (cache_dir() / "building").glob("*.current"):
-        pid = current.name.removesuffix(".current")
-        if pid.isdigit() and alive(int(pid)):
-            with contextlib.suppress(OSError):
-                return current.read_text().strip() or "a component"
-    return ""
