@@ -16,7 +16,7 @@
 #
 # Any number of these may run at once: each component is built under its own lock, and each
 # build.sh lists what it has still to build in $CACHE/building/<pid>, so a scenario that needs a
-# part not built yet waits for it (e2e/harness/cluster/versions.py) rather than skip.
+# part not built yet waits for it (e2e/harness/cluster/building.py) rather than skip.
 #
 # Environment:
 #   TEKTON_COSCHEDULER_CACHE    cache root (default ~/.cache/tekton-coscheduler)
