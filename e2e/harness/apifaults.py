@@ -132,7 +132,8 @@ def refresh(cluster: LocalCluster) -> None:
     pod again, and the scheduler said its cache was corrupted; every later scenario that needed
     a pod failed. They are the harness's, not under test here; a cluster's static pods would be
     restarted by their liveness probes. kwok too, as a kubelet: in a cold CI run a pod on a node
-    added after the module's restarts was bound but not run for a minute."""
+    added after the module's restarts was bound but not run within a minute (a watch of kwok's
+    left stale by the restarts is the likely cause, not traced)."""
     for component in ("kube-controller-manager", "kube-scheduler", "kwok"):
         cluster.restart(component)
 
