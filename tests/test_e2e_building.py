@@ -56,6 +56,19 @@ def test_a_plan_left_by_a_dead_build_and_a_part_not_planned_are_not_waited_for(
     assert building.wait_for(["karpenter", "certmanager"], timeout=5) < 1
 
 
+def test_a_build_killed_but_not_reaped_yet_is_not_waited_for(cache: Path) -> None:
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 10  # exited, left unreaped: a zombie, whose pid still answers
+    while Path(f"/proc/{zombie.pid}/stat").read_text().split(") ", 1)[1][0] != "Z":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    (cache / "building" / str(zombie.pid)).write_text("karpenter v1.8.0\n")
+    try:
+        assert versions.builder_of("karpenter") is None
+    finally:
+        zombie.wait()
+
+
 def test_tekton_waits_for_its_own_line_not_the_older_one_the_upgrades_start_from(
         cache: Path, builder: int) -> None:
     pins = versions.read_versions()

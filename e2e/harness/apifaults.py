@@ -70,14 +70,6 @@ def resume(pids: Iterable[int]) -> None:
             os.kill(pid, signal.SIGCONT)
 
 
-def alive(pid: int) -> bool:
-    """Not gone, and not a zombie its parent has yet to reap."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
 # -- what the replicas said ---------------------------------------------------------------------
 
 

@@ -26,6 +26,7 @@ from controller.kube import reflector
 from e2e.harness import apifaults, faults, flowcontrol, leaders
 from e2e.harness.apifaults import Space
 from e2e.harness.cluster import ClusterHandle, LocalCluster, node_schedulable
+from e2e.harness.cluster.versions import alive
 from e2e.harness.coscheduler import Coscheduler
 from e2e.harness.fleet import Fleet
 from e2e.harness.tekton_runs import PodRecorder
@@ -102,7 +103,7 @@ def test_a_leader_paused_mid_round_writes_nothing_once_another_leads(
             finally:
                 apifaults.resume(pids)
             with contextlib.suppress(TimeoutError):  # what it did meanwhile is read below
-                cluster.wait_for(lambda: not apifaults.alive(reconciler), timeout=30)
+                cluster.wait_for(lambda: not alive(reconciler), timeout=30)
             cluster.wait_for(lambda: len(s.anchored()) == CROWD, timeout=180,
                              what=f"all {CROWD} runs anchored by the standby")
         finally:
