@@ -71,6 +71,9 @@ class ManagedProcess:
     restart_on_exit: bool = False
     restarts: int = field(default=0, init=False)
     _popen: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    # Held while _popen changes hands: a stop() between the supervisor's look and its start()
+    # would otherwise leave a restarted process that nothing stops.
+    _lock: threading.RLock = field(default_factory=threading.RLock, init=False, repr=False)
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -99,12 +102,14 @@ class ManagedProcess:
     def _supervise(self, popen: subprocess.Popen[bytes]) -> None:
         code = popen.wait()
         time.sleep(RESTART_DELAY)
-        if self._popen is not popen:  # stopped, killed or started again on purpose
-            return
-        self.restarts += 1
-        with self.log_path.open("ab") as log:
-            log.write(f"# exited with {code} unasked: started again ({self.restarts})\n".encode())
-        self.start()
+        with self._lock:
+            if self._popen is not popen:  # stopped, killed or started again on purpose
+                return
+            self.restarts += 1
+            with self.log_path.open("ab") as log:
+                log.write(f"# exited with {code} unasked: started again ({self.restarts})\n"
+                          .encode())
+            self.start()
 
     @property
     def pid(self) -> int | None:
@@ -117,7 +122,8 @@ class ManagedProcess:
         return self._popen.poll() if self._popen else None
 
     def stop(self, grace: float = 10.0) -> None:
-        popen, self._popen = self._popen, None
+        with self._lock:
+            popen, self._popen = self._popen, None
         _LIVE.discard(self)
         if popen is None:
             return
@@ -137,7 +143,8 @@ class ManagedProcess:
     def kill(self) -> None:
         """SIGKILL to the whole group at once: nothing in it gets to clean up, as when a node
         dies (stop() sends SIGTERM first, which children may act on)."""
-        popen, self._popen = self._popen, None
+        with self._lock:
+            popen, self._popen = self._popen, None
         _LIVE.discard(self)
         if popen is None:
             return
