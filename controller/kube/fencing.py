@@ -68,10 +68,15 @@ class Leadership:
 
     def check(self, resource: str) -> None:
         """Raises NotLeading for a write of `resource` that must not leave this process now."""
-        if not self.enabled or resource in UNFENCED or getattr(self._local, "unfenced", False):
+        if not self.enabled or resource in UNFENCED or self.exempt:
             return
         if self.holder is None:
             raise NotLeading(f"write of {resource} refused: this replica does not hold the Lease")
+
+    @property
+    def exempt(self) -> bool:
+        """This thread writes without the token now (within `unfenced`)."""
+        return bool(getattr(self._local, "unfenced", False))
 
     @contextlib.contextmanager
     def unfenced(self) -> Iterator[None]:

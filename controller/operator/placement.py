@@ -153,7 +153,9 @@ class Placement:
                 del self._moving[uid]
             unjudged = self._unjudged.pop(uid, [])
         sts_name = balloon.balloon_name(uid)
-        sts = self.balloon_of(ns, sts_name)
+        # The cache may not show yet a StatefulSet made a moment ago (a replica that has just
+        # come to lead): taken for gone, the run would never be said Anchored. Asked then.
+        sts = self.balloon_of(ns, sts_name) or self.kube.get_statefulset(ns, sts_name)
         annotations = (sts or {}).get("metadata", {}).get("annotations") or {}
         with self._lock:
             anchored = str(annotations.get(names.ANNOTATION_ANCHORED_NODE) or "")

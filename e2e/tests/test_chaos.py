@@ -46,6 +46,18 @@ def test_a_write_without_a_holder_is_counted() -> None:
     assert leaders.unheld_writes([line(1, "api write", None), line(2, "api write", "a")]) == 1
 
 
+def test_the_gates_handed_back_without_the_lease_by_design_are_not_counted(tmp_path: Path) -> None:
+    """Read from a log as the replica writes it: a gate patch right after `leadership lost`."""
+    log = tmp_path / "standby-0-0.log"
+    log.write_text("\n".join(json.dumps(e) for e in (
+        {"event": "leadership lost", "timestamp": "2026-11-28T01:43:15.044791Z"},
+        {"verb": "patch", "resource": "pods", "holder": None, "unfenced": True,
+         "event": "api write", "timestamp": "2026-11-28T01:43:15.046491Z"},
+        {"verb": "patch", "resource": "pods", "holder": None,
+         "event": "api write", "timestamp": "2026-11-28T01:43:16.0Z"})))
+    assert leaders.unheld_writes(leaders.read(log)) == 1
+
+
 def test_leaderless_time_runs_from_a_kill_to_the_next_leading_line() -> None:
     killed = ([line(0, "leading", "a"), line(3, "api write", "a")], 5.0)
     lost = ([line(14, "leading", "b"), line(20, "leadership lost", None)], None)

@@ -104,3 +104,18 @@ def test_the_gate_comes_off_by_a_strategic_merge_patch_that_spares_a_successor_p
     for status in (404, 409):
         answer[0] = status
         assert kube.release_pod_gate("ns", "p", "uid-1", patch) is False
+
+
+def test_a_write_made_without_the_lease_by_design_says_so() -> None:
+    """The gates handed back once leading ends go unfenced (kube/fencing.py): their log line
+    says it, or the chaos scenario took one for a write that escaped the fence (a cold CI run:
+    `unheld_writes=1`, a gate patch right after `leadership lost`)."""
+    leadership = Leadership()
+    kube = Kube(client_sending([]), metrics=Metrics(), leadership=leadership)
+    with capture_logs() as logs:
+        with leadership.unfenced():
+            kube.api.call_api("PATCH", f"{BASE}/api/v1/namespaces/ns/pods/p")
+        leadership.grant("replica-a_1234", float("inf"))
+        kube.api.call_api("PATCH", f"{BASE}/api/v1/namespaces/ns/events/e")
+    assert [(e["holder"], e.get("unfenced")) for e in logs] == [(None, True),
+                                                                ("replica-a_1234", None)]
