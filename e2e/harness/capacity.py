@@ -68,6 +68,23 @@ def layer_spread(pods: Sequence[tr.PodSeen], tasks: Sequence[str]) -> float:
     return max(times) - min(times)
 
 
+def timeline(pods: Sequence[tr.PodSeen]) -> str:
+    """When each pod was seen made, bound and deleted, in seconds from the first: what a
+    failed spread shows, to tell a pod Tekton made late from one that waited for room."""
+    if not pods:
+        return "no pods seen"
+    start = min(p.first_seen for p in pods)
+
+    def at(t: float | None) -> str:
+        return "-" if t is None else f"{t - start:+.2f}"
+
+    return "\n".join(
+        f"{p.name}: made {at(p.first_seen)}, bound {at(p.bound_at)} on {p.node or '-'}, "
+        f"deleted {at(p.deleted_at)}"
+        for p in sorted(pods, key=lambda p: p.first_seen)
+    )
+
+
 def reservation_priority_class(cluster: ClusterApi, name: str) -> None:
     """The PriorityClass the chart makes for reservation pods, for an operator run without
     the chart (benchmarks)."""

@@ -145,6 +145,7 @@ class PodSeen:
     spec: dict[str, Any] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     deleted: bool = False
+    deleted_at: float | None = None  # when the watch first showed it deleted
     gates: tuple[str, ...] = ()  # its scheduling gates when first seen (as made, if watched)
 
     @property
@@ -227,7 +228,8 @@ class PodRecorder:
                 seen.bound_at = now
                 seen.spec = client.ApiClient().sanitize_for_serialization(pod.spec)
             seen.annotations = dict(pod.metadata.annotations or {})
-            seen.deleted = seen.deleted or deleted
+            if deleted and not seen.deleted:
+                seen.deleted, seen.deleted_at = True, now
 
     def all(self) -> list[PodSeen]:
         with self._lock:
@@ -248,6 +250,15 @@ class PodRecorder:
                 p
                 for p in self._pods.values()
                 if p.is_balloon and p.labels.get(names.LABEL_RUN_UID) == run_uid
+            ]
+
+    def of_run(self, run_uid: str) -> list[PodSeen]:
+        """Every pod of the run: its TaskRun pods, and ours (balloon, reservation pods)."""
+        with self._lock:
+            return [
+                p
+                for p in self._pods.values()
+                if run_uid in (p.labels.get(LABEL_RUN_UID), p.labels.get(names.LABEL_RUN_UID))
             ]
 
     def first_balloon_node(self, run_uid: str) -> str | None:

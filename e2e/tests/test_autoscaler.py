@@ -81,7 +81,8 @@ def test_a_peak_that_fits_no_node_gets_a_node_made_for_it_which_stays_while_the_
     waited = {p.task: round(p.bound_at - p.first_seen, 1) for p in pods
               if p.bound_at and p.bound_at - p.first_seen > TOGETHER}
     print(f"node made and anchored; builds bound within {spread:.1f} s; waited: {waited}")
-    assert spread < TOGETHER and not waited
+    assert spread < TOGETHER and not waited, capacity.timeline(
+        s.recorder.of_run(run["metadata"]["uid"]))
     s.cluster.wait_for(lambda: not karpenter.made_nodes(s.cluster, node_pool), timeout=150,
                        what=f"the autoscaler removes {anchor} once the run has ended")
 

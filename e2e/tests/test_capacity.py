@@ -33,7 +33,7 @@ def test_a_run_is_anchored_where_its_widest_layer_fits_and_that_layer_starts_tog
     assert {p.node for p in pods} == {pool.big}
     spread = capacity.layer_spread(pods, tr.FAN_OUT)
     print(f"the three builds were bound within {spread:.1f} s")
-    assert spread < 5
+    assert spread < 5, capacity.timeline(s.recorder.of_run(run["metadata"]["uid"]))
     now = reservations(coscheduler)
     assert now["scout"] > made["scout"] and now["keep"] > made["keep"], (made, now)
 
@@ -91,4 +91,5 @@ def test_a_run_behind_resolvers_is_anchored_where_the_peak_they_fetched_fits(
     assert len(fetched.answered) >= 4  # the pipeline, fetch, the builds' Task, publish
     pods = s.recorder.pods(run["metadata"]["uid"])
     assert {p.node for p in pods} == {pool.big}
-    assert capacity.layer_spread(pods, tr.FAN_OUT) < 5
+    assert capacity.layer_spread(pods, tr.FAN_OUT) < 5, capacity.timeline(
+        s.recorder.of_run(run["metadata"]["uid"]))
