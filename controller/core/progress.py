@@ -24,6 +24,26 @@ def progress(pods: Sequence[RunPod]) -> tuple[frozenset[str], dict[str, int], bo
     return frozenset(t for t, ok in ended.items() if ok), held, pending
 
 
+def pods_to_come(child_references: object, pods: Sequence[RunPod]) -> bool:
+    """TaskRuns Tekton made for the run (its status's childReferences, in the order made) after
+    the last one whose pod the watch has shown have no pod yet: their layer is still starting
+    (Tekton resolves each remote task again per TaskRun, a second apart). A podless TaskRun
+    before one with a pod is not waited for: its pod may have been deleted once it ended."""
+    made = [
+        str(c.get("name")) for c in child_references
+        if isinstance(c, Mapping) and c.get("kind") == "TaskRun" and c.get("name")
+    ] if isinstance(child_references, list) else []
+    shown = {p.task_run for p in pods if p.task_run}
+    last = max((i for i, name in enumerate(made) if name in shown), default=-1)
+    return any(name not in shown for name in made[last + 1:])
+
+
+def between_layers(pods: Sequence[RunPod]) -> bool:
+    """A pod of the run has ended and none runs or waits: Tekton is making the next layer's
+    pods (or the run is ending)."""
+    return bool(pods) and all(p.phase in TERMINAL_PHASES for p in pods)
+
+
 def task_requests(pods: Iterable[RunPod]) -> dict[str, dict[str, int]]:
     """What one pod of each of the run's pipeline tasks asks (the most, per resource, of its
     pods: a matrix's or a retry's)."""

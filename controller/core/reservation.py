@@ -12,8 +12,9 @@ for more than pod slots, a reservation pod goes first:
 - the reservation runs at the chart's low PriorityClass (below every task pod, above the
   autoscalers' expendable cutoff, never preempting): a task pod of the run that needs its room
   preempts it, so the room is kept for the run without being held against it;
-- between layers the operator puts a *keeper* back, pinned beside the balloon, asking for what
-  the rest of the run will need beyond what its running pods hold.
+- while a layer runs, the operator puts a *keeper* back, pinned beside the balloon, asking for
+  what the rest of the run will need beyond what its running pods hold; when the layer ends
+  the keeper goes, so that the next layer's pods find the room free instead of preempting it.
 
 When no node has room for the peak within the policy's wait, the scout asks for half as much,
 and so on, and the run is told (`PeakDoesNotFit`): it is anchored where most of it fits. (A
@@ -109,10 +110,14 @@ class Seen:
     requires_room: bool  # the balloon's template waits for a reservation pod
     balloon_node: str | None  # None: the balloon pod is not bound (or not made yet)
     balloon_waiting: float  # seconds the balloon pod has waited for a node
-    pods_pending: bool  # a pod of the run waits for a node: a layer is starting
+    # A pod of the run waits for a node, or Tekton made a TaskRun whose pod is still to come:
+    # a layer is starting.
+    pods_pending: bool
     room: Room | None
     wait_seconds: float
     say_after: float = 20.0  # a scout pending this long is said (the run waits for room)
+    # Every pod of the run seen so far has ended: the next layer's pods are being made.
+    between_layers: bool = False
 
 
 class Act(enum.StrEnum):
@@ -142,6 +147,14 @@ def decide(seen: Seen) -> Step:
         if room is not None:
             return Step(Act.DELETE, "the run's running pods hold what it still needs")
         return Step(Act.NONE, "nothing to keep")
+    if seen.between_layers:
+        # The next layer's pods come within moments and take the room. A reservation in their
+        # way would have them preempt it, and kube-scheduler may then leave a preemptor
+        # waiting for an unrelated event, up to its 5-minute flush (kubernetes#141694): seen
+        # here as a build that waited for its sibling to end.
+        if room is not None:
+            return Step(Act.DELETE, "a layer ended: the next one takes the room")
+        return Step(Act.NONE, "a layer ended: the next one takes the room")
     if seen.pods_pending:
         # A layer is starting: its pods take the room (preempting the reservation); a new
         # reservation now would compete with them.

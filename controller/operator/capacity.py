@@ -9,12 +9,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 
-from controller.core import names, quantity, reservation, tekton
+from controller.core import names, progress, quantity, reservation, tekton
 from controller.kube import errors
 from controller.kube.caches import Caches
 from controller.kube.client import ApiError, Kube, api_message
@@ -28,9 +29,24 @@ from controller.operator.podindex import PodIndex
 from controller.settings import Settings
 
 log = structlog.get_logger(__name__)
-# Seconds after acting on a run's reservation before acting again: the watch shows the change
-# first (a second scout made before the first is seen would compete with it).
-SETTLE = 2.0
+# After acting on a run's reservation pod, the run's reservation is not acted on again before
+# the watch shows what the act did (client-go's expectations: a second scout made before the
+# first is seen would compete with it), nor longer than SETTLE_MAX, should the watch never show
+# it. An act that made no pod (re-planned without one) is waited on for SETTLE, and so is the
+# deletion at a layer's end: the next layer's pods come within moments, and the reservation
+# decided before all of them are seen would be in their way.
+SETTLE, SETTLE_MAX = 2.0, 10.0
+
+
+@dataclass(frozen=True)
+class Acted:
+    at: float  # time.monotonic() of the act
+    pod: str = ""  # the reservation pod it made or deleted, until the watch shows it ("": none)
+    made: bool = True  # made (the watch is to show it) or deleted (it is to show it gone)
+    hold: float = 0.0  # seconds waited on, whatever the watch shows
+
+    def waits(self, now: float) -> bool:
+        return now - self.at < max(self.hold, SETTLE_MAX if self.pod else 0.0)
 
 
 class Capacity:
@@ -57,7 +73,7 @@ class Capacity:
         self.metrics = metrics
         self.estimates = estimates
         self.headroom = headroom
-        self._acted: dict[str, float] = {}  # run uid -> when its reservation last changed
+        self._acted: dict[str, Acted] = {}  # run uid -> the last act on its reservation
         # Guards the dicts here, never held across a call to the API server (one slow call
         # would stall every worker): a run being tended is marked in _tending instead.
         self._lock = threading.Lock()
@@ -108,7 +124,8 @@ class Capacity:
         if not run_uid or (plan is None and self._nothing_to_tend(run_uid, existing)):
             return False
         with self._lock:
-            if time.monotonic() - self._acted.get(run_uid, -SETTLE) < SETTLE:
+            acted = self._acted.get(run_uid)
+            if acted is not None and acted.waits(time.monotonic()):
                 return False
             if run_uid in self._tending:  # another thread tends it now: the watch shows its act
                 return False
@@ -139,6 +156,9 @@ class Capacity:
         for extra in rooms[1:]:  # a replaced scout still ending: only the newest counts
             self._delete(extra, "an older reservation")
         _, _, pending = self.index.progress(run.uid)
+        pods = self.index.run_pods(run.uid)
+        pending = pending or progress.pods_to_come(run.status.get("childReferences"), pods)
+        between = progress.between_layers(pods)
         own = reservation.room_of(rooms[0], 0).size if rooms else {}
         spec = base["spec"]["template"]["spec"]
         full, need = self.headroom.asks(run, facts, found, own, spec)
@@ -148,7 +168,7 @@ class Capacity:
             # The quota leaves no reservation: the unbound balloon must not wait for one
             # (re-planned without; not tended again before the watch shows it).
             with self._lock:
-                self._acted[run.uid] = time.monotonic()
+                self._acted[run.uid] = Acted(time.monotonic(), hold=SETTLE)
             return True
         waiting = self.index.balloon_waiting(run.uid)
         capacity = facts.policy_for(run.namespace).policy.capacity
@@ -162,6 +182,7 @@ class Capacity:
             room=reservation.room_of(rooms[0], sources.age(rooms[0], now)) if rooms else None,
             wait_seconds=capacity.wait_seconds,
             say_after=self.settings.balloon_stuck_after,
+            between_layers=between,
         )
         step = reservation.decide(seen)
         ref = pipelinerun_ref(run.name, run.namespace, run.uid)
@@ -169,19 +190,23 @@ class Capacity:
             self.notifier.tell(ref, step.notice, run.uid)
         if step.act is reservation.Act.NONE:
             return False
+        makes = step.act in (reservation.Act.SCOUT, reservation.Act.REPLACE, reservation.Act.KEEP)
+        manifest = reservation.manifest(
+            base, run.uid, reservation.KEEPER if step.act is reservation.Act.KEEP
+            else reservation.SCOUT, step.size or {}, step.halvings, full,
+            self.settings.reservation_priority_class_name,
+        ) if makes else None
+        gone = str(rooms[0]["metadata"].get("name")) if rooms else ""
         with self._lock:
-            self._acted[run.uid] = time.monotonic()
+            self._acted[run.uid] = Acted(
+                time.monotonic(), manifest["metadata"]["name"] if manifest else gone,
+                made=manifest is not None, hold=SETTLE if seen.between_layers else 0.0)
         self.metrics.reservations.labels(action=str(step.act)).inc()
         log.info("reservation", run=f"{run.namespace}/{run.name}", act=str(step.act),
                  why=step.why, size=quantity.describe(step.size or {}))
         if step.act in (reservation.Act.DELETE, reservation.Act.REPLACE) and rooms:
             self._delete(rooms[0], step.why)
-        if step.act in (reservation.Act.SCOUT, reservation.Act.REPLACE, reservation.Act.KEEP):
-            role = reservation.KEEPER if step.act is reservation.Act.KEEP else reservation.SCOUT
-            manifest = reservation.manifest(
-                base, run.uid, role, step.size or {}, step.halvings, full,
-                self.settings.reservation_priority_class_name,
-            )
+        if manifest is not None:
             try:
                 self.kube.create_pod(manifest)
             except ApiError as exc:
@@ -191,6 +216,7 @@ class Capacity:
                     raise  # tried again after a backoff (faces/serial.py)
                 with self._lock:
                     self._failed_at[run.namespace] = now
+                    self._acted[run.uid] = Acted(time.monotonic(), hold=SETTLE)  # none made
                 self.notifier.tell(
                     ref, reservation.cannot_reserve(f"{exc.status} {api_message(exc)}"), run.uid
                 )
@@ -198,8 +224,16 @@ class Capacity:
         return False
 
     def on_room_pod(self, pod: Mapping[str, Any], deleted: bool) -> str:
-        """A reservation pod changed: filed in the index; its run's uid."""
-        return self.index.room_event(pod, deleted)
+        """A reservation pod changed: filed in the index, and the act that made or deleted it,
+        now seen, no longer waited on; its run's uid."""
+        uid = self.index.room_event(pod, deleted)
+        meta = pod.get("metadata") or {}
+        gone = deleted or bool(meta.get("deletionTimestamp"))
+        with self._lock:
+            acted = self._acted.get(uid)
+            if acted is not None and acted.pod == meta.get("name") and acted.made != gone:
+                self._acted[uid] = replace(acted, pod="")  # seen: what holds it is its hold
+        return uid
 
     def release(self, run_uid: str, why: str) -> None:
         """The run's reservation pods go: its balloon went, or it is no longer live."""

@@ -100,6 +100,21 @@ def test_no_reservation_is_made_while_a_layer_is_starting() -> None:
     assert reservation.decide(seen(balloon_node="n1", pods_pending=True)).act is Act.NONE
 
 
+def test_between_layers_the_keeper_goes_so_that_the_next_layer_need_not_preempt_it() -> None:
+    """A layer has ended and Tekton is making the next one's pods: they take the room at once.
+    A reservation left in their way would be preempted, and kube-scheduler may then leave a
+    preemptor waiting for an unrelated event (kubernetes/kubernetes#141694)."""
+    need = {"cpu": 2000}
+    kept = room(role=KEEPER, node="n1", size=need)
+    step = reservation.decide(seen(balloon_node="n1", need=need, room=kept, between_layers=True))
+    assert step.act is Act.DELETE
+    pending = room(role=KEEPER, node="", size=need)
+    assert reservation.decide(seen(balloon_node="n1", need=need, room=pending,
+                                   between_layers=True)).act is Act.DELETE
+    assert reservation.decide(seen(balloon_node="n1", need=need, between_layers=True)).act \
+        is Act.NONE
+
+
 def test_a_reservation_far_from_what_is_needed_is_replaced_between_layers() -> None:
     kept = room(role=KEEPER, node="n1", size={"cpu": 3000})
     assert reservation.decide(seen(balloon_node="n1", need={"cpu": 1000}, room=kept)).act \
