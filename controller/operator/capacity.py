@@ -152,7 +152,9 @@ class Capacity:
         if base is None or found is None:
             return False
         now = datetime.now(UTC)
-        rooms = src.rooms
+        # Read again, not from `src`: a caller's sources may predate the last act (a second
+        # scout would be made for a first the watch already shows).
+        rooms = sources.rooms(self.index, run.uid, now)
         for extra in rooms[1:]:  # a replaced scout still ending: only the newest counts
             self._delete(extra, "an older reservation")
         _, _, pending = self.index.progress(run.uid)

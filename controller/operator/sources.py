@@ -52,12 +52,17 @@ def named_pipeline(caches: Caches | None, run: tekton.PipelineRun) -> Mapping[st
     return spec if isinstance(spec, Mapping) else None
 
 
+def rooms(index: PodIndex, run_uid: str, now: datetime) -> list[Mapping[str, Any]]:
+    """The run's reservation pods as the pod watch shows them, the newest first."""
+    return sorted(index.rooms(run_uid), key=lambda p: age(p, now))
+
+
 def read(caches: Caches | None, index: PodIndex, run: tekton.PipelineRun) -> Sources:
     now = datetime.now(UTC)
     listed = caches.owned_by(RESOLUTION_REQUESTS, run.uid) if caches is not None else None
     return Sources(
         pipeline=None if run.pipeline_spec else named_pipeline(caches, run),
         requests=None if listed is None else resolution.owned_by(listed, run.uid),
-        rooms=sorted(index.rooms(run.uid), key=lambda p: age(p, now)),
+        rooms=rooms(index, run.uid, now),
         tasks_synced=caches is not None and caches.is_synced("tasks"),
     )

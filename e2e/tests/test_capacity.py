@@ -21,7 +21,7 @@ def test_a_run_is_anchored_where_its_widest_layer_fits_and_that_layer_starts_tog
     runs: Runs, pool: Pool, coscheduler: Coscheduler
 ) -> None:
     """fetch (1 CPU) takes the room of the scout (6 CPUs), so a keeper holds the 5 the builds
-    will add while it runs; the builds take that room in turn."""
+    will add while it runs; it goes as fetch ends, and the builds find that room free."""
     s = runs
     made = reservations(coscheduler)
     faults.volumes_across_the_pool(s.cluster, pool)

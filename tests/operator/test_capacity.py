@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from controller.core import affinity, balloon, names, reservation
@@ -79,6 +80,28 @@ def test_a_run_whose_peak_asks_for_cpu_gets_a_scout_then_a_balloon_that_follows_
     assert scout["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "6"}
     assert scout["spec"]["priorityClassName"] == "tekton-coscheduler-reservation"
     assert scout["metadata"]["annotations"][reservation.ANNOTATION_ROLE] == reservation.SCOUT
+
+
+def test_a_decision_read_before_the_scout_was_made_makes_no_second_scout() -> None:
+    """A worker's sources read before another made the scout: once the watch shows the scout,
+    the run is no longer waited on, and the stale sources must not count it as missing."""
+    operator, kube, body = started()
+    [scout] = kube.pods.values()
+    planned: list[Any] = []
+    tend = operator.capacity.tend
+    operator.capacity.tend = lambda *args, **kw: planned.append((args, kw))  # type: ignore
+    operator.reconcile_run(body)  # as another worker would: its plan and sources
+    operator.capacity.tend = tend  # type: ignore
+    [(args, kw)] = planned
+    stale = kw.get("src") or args[-1]
+    assert not stale.rooms, "read before the watch showed the scout"
+    made = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    shown = {**scout, "metadata": {**scout["metadata"], "uid": "uid-scout",
+                                   "creationTimestamp": made}}
+    operator.capacity.on_room_pod(shown, deleted=False)  # the watch shows it, pending
+    kube.pods.clear()
+    tend(*args, **kw)
+    assert kube.pods == {}
 
 
 def test_a_run_capacity_asks_to_plan_again_goes_back_on_the_work_queue() -> None:
