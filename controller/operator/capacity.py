@@ -157,8 +157,8 @@ class Capacity:
         rooms = sources.rooms(self.index, run.uid, now)
         for extra in rooms[1:]:  # a replaced scout still ending: only the newest counts
             self._delete(extra, "an older reservation")
-        _, _, pending = self.index.progress(run.uid)
-        pods = self.index.run_pods(run.uid)
+        pods = self.index.run_pods(run.uid)  # read once: the progress and the layers both
+        _, _, pending = progress.progress(pods)
         pending = pending or progress.pods_to_come(run.status.get("childReferences"), pods)
         between = progress.between_layers(pods)
         own = reservation.room_of(rooms[0], 0).size if rooms else {}
