@@ -14,6 +14,7 @@ import pytest
 from tests.operator import recording
 
 WRITES = Path(__file__).parent / "writes"
+ROOT = Path(__file__).parents[2]
 ENV = "RECORD_WRITES"
 UPDATE = "update"
 
@@ -21,14 +22,15 @@ RECORDER = pytest.StashKey[recording.Recorder]()
 # In update mode: module file name -> test name -> records, and each module's test names.
 UPDATED = pytest.StashKey[dict[str, dict[str, list[dict[str, Any]]]]]()
 COLLECTED = pytest.StashKey[dict[str, set[str]]]()
+UPDATING = pytest.StashKey[bool]()
 
 
-def _updating() -> bool:
+def pytest_configure(config: pytest.Config) -> None:
     mode = os.environ.get(ENV, "")
     if mode not in ("", UPDATE):
         raise pytest.UsageError(f"{ENV}={mode!r}: set it to {UPDATE!r} to record, or leave it unset "
                                 "to compare with the record")
-    return mode == UPDATE
+    config.stash[UPDATING] = mode == UPDATE
 
 
 def _file(item: pytest.Item) -> str:
@@ -56,13 +58,13 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     if recorder is None:
         return result
     records = recorder.records()
-    if _updating():
+    if item.config.stash[UPDATING]:
         item.config.stash.setdefault(UPDATED, {}).setdefault(_file(item), {})[item.name] = records
         return result
     path = WRITES / _file(item)
     recorded = recording.load(path)
     if item.name not in recorded:
-        pytest.fail(f"no record of this scenario's writes in {path.relative_to(Path.cwd())}: "
+        pytest.fail(f"no record of this scenario's writes in {path.relative_to(ROOT)}: "
                     f"record them with {ENV}={UPDATE} (tests/operator/README.md)", pytrace=False)
     diff = recording.difference(recorded[item.name], records)
     if diff:
@@ -74,10 +76,14 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Update mode: each module's record, its scenarios that ran replaced, those it no longer
-    has dropped."""
+    has dropped. A module whose tests were named one by one (path::test) was not collected
+    whole: none of its entries is dropped."""
     updated = session.config.stash.get(UPDATED, {})
     collected = session.config.stash.get(COLLECTED, {})
+    named = {f"{Path(arg.split('::')[0]).stem}.json" for arg in session.config.args
+             if "::" in arg}
     for name, tests in updated.items():
         path = WRITES / name
-        kept = {t: r for t, r in recording.load(path).items() if t in collected.get(name, ())}
+        kept = {t: r for t, r in recording.load(path).items()
+                if name in named or t in collected.get(name, ())}
         recording.save(path, kept | tests)
