@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import platform
 
@@ -26,12 +27,19 @@ disable_created_metrics()  # type: ignore[no-untyped-call]
 STANDARD_COLLECTORS = (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR)
 
 
-def version() -> str:
-    """This package's version, as installed (pyproject.toml's, the one place it is kept)."""
-    try:
-        return importlib.metadata.version("tekton-coscheduler")
-    except importlib.metadata.PackageNotFoundError:  # run from a tree never installed
-        return "unknown"
+@functools.cache  # read from the installed metadata once a process: milliseconds each time
+def versions() -> dict[str, str]:
+    """The build_info labels: this package's version as installed (pyproject.toml's, the one
+    place it is kept), the Python that runs it, and kopf's."""
+
+    def of(package: str) -> str:
+        try:
+            return importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:  # run from a tree never installed
+            return "unknown"
+
+    return {"version": of("tekton-coscheduler"), "python_version": platform.python_version(),
+            "kopf_version": of("kopf")}
 
 
 class Metrics:
@@ -48,11 +56,7 @@ class Metrics:
             ["version", "python_version", "kopf_version"],
             registry=r,
         )
-        self.build_info.labels(
-            version=version(),
-            python_version=platform.python_version(),
-            kopf_version=importlib.metadata.version("kopf"),
-        ).set(1)
+        self.build_info.labels(**versions()).set(1)
         self.leader = Gauge(
             f"{PREFIX}_leader",
             "1 while this replica's reconciler holds the Lease (it alone reconciles), else 0",
