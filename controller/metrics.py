@@ -2,12 +2,44 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+import functools
+import importlib.metadata
+import platform
+
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+)
 
 PREFIX = "tekton_coscheduler"
 # No *_created series: they double every counter and histogram, and two processes' would clash
 # when the server re-exports the reconciler's figures (faces/probes.py merges the families).
 disable_created_metrics()  # type: ignore[no-untyped-call]
+# The process's CPU, memory, open files and start time (process_*), the interpreter (python_info)
+# and its garbage collector (python_gc_*): the collectors prometheus_client puts on its default
+# registry, which ours is not. Each process exports its own: the server's merge labels them apart.
+STANDARD_COLLECTORS = (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR)
+
+
+@functools.cache  # read from the installed metadata once a process: milliseconds each time
+def versions() -> dict[str, str]:
+    """The build_info labels: this package's version as installed (pyproject.toml's, the one
+    place it is kept), the Python that runs it, and kopf's."""
+
+    def of(package: str) -> str:
+        try:
+            return importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:  # run from a tree never installed
+            return "unknown"
+
+    return {"version": of("tekton-coscheduler"), "python_version": platform.python_version(),
+            "kopf_version": of("kopf")}
 
 
 class Metrics:
@@ -16,6 +48,26 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
+        for collector in STANDARD_COLLECTORS:
+            r.register(collector)
+        self.build_info = Gauge(
+            f"{PREFIX}_build_info",
+            "Always 1: the operator's version and the Python that runs it, as labels",
+            ["version", "python_version", "kopf_version"],
+            registry=r,
+        )
+        self.build_info.labels(**versions()).set(1)
+        self.leader = Gauge(
+            f"{PREFIX}_leader",
+            "1 while this replica's reconciler holds the Lease (it alone reconciles), else 0",
+            registry=r,
+        )
+        self.ready = Gauge(
+            f"{PREFIX}_ready",
+            "1 while this replica's server reports ready (/readyz: its readiness probe), so it "
+            "is among the webhook Service's ready endpoints; the reconciler's sample is always 0",
+            registry=r,
+        )
         self.balloons_active = Gauge(
             f"{PREFIX}_balloons_active", "Balloon StatefulSets that exist now", registry=r
         )

@@ -59,6 +59,8 @@ async def run(settings: Settings) -> int:
             return False, "draining"
         return (True, "ready") if view.facts.synced else (False, "cluster view not synced yet")
 
+    metrics.ready.set_function(lambda: float(ready()[0]))
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -163,6 +163,9 @@ async def reconcile_while_leading(
         )
         if not await first_of(elector.acquire(), stop.wait()):
             return 0  # told to stop while still a candidate
+    elif kube.leadership is not None:
+        # No election: this process alone reconciles, from now on (what the leader gauges say).
+        kube.leadership.grant(identity(), float("inf"))
     if operator.caches is not None:
         # The leader's watch caches: balloons, and claims of enabled namespaces (only the
         # leader reads them, so a standby keeps no copy).
@@ -245,7 +248,7 @@ def server_version(kube: Kube) -> str | None:
 async def run(settings: Settings) -> int:
     metrics = Metrics()
     leadership = Leadership(enabled=settings.leader_election)
-    supervise.report_leadership(leadership)
+    supervise.report_leadership(leadership, metrics)
     kube = Kube(load_client_config(), timeout=settings.api_timeout, metrics=metrics,
                 leadership=leadership)
     view = ClusterView(settings, kube)

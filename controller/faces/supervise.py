@@ -40,8 +40,10 @@ LEADERSHIP_FD = "TEKTON_COSCHEDULER_LEADERSHIP_FD"
 EXIT_BOUND = 12.0
 
 
-def report_leadership(leadership: Leadership) -> None:
-    """In the child: each deadline of its leadership, to the server (if it asked for them)."""
+def report_leadership(leadership: Leadership, metrics: Metrics) -> None:
+    """In the child: each deadline of its leadership, to the server (if it asked for them); and
+    the leader gauge of its own metrics, read from the same Leadership at each scrape."""
+    metrics.leader.set_function(lambda: float(leadership.holder is not None))
     fd = os.environ.get(LEADERSHIP_FD)
     if not fd:
         return
@@ -86,6 +88,8 @@ class Child:
         # The running child's last reported deadline (0: it holds no Lease; leadership
         # deadlines are of the system's monotonic clock, the same in both processes).
         self.until = 0.0
+        # The server's leader gauge: its child's leadership, as the child last reported it.
+        metrics.leader.set_function(lambda: float(self.clock() < self.until))
 
     async def run(self, stop: asyncio.Event) -> None:
         """Keeps the child running until `stop` is set; then stops it."""

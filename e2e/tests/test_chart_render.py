@@ -5,6 +5,7 @@ No cluster needed; helm comes from e2e/build.sh like the control plane."""
 from __future__ import annotations
 
 import base64
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,10 @@ import yaml
 
 from controller.faces import webhook
 from controller.kube import access
+from controller.metrics import Metrics
 from controller.settings import ENV_PREFIX, Settings
 from e2e.harness import chart
+from tests import promql
 
 BUILTIN = {"v1", "apps/v1", "rbac.authorization.k8s.io/v1", "policy/v1",
            "admissionregistration.k8s.io/v1", "apiextensions.k8s.io/v1", "scheduling.k8s.io/v1"}
@@ -45,6 +48,7 @@ COMBINATIONS = {
     "policy-mode": {"admission.mode": "policy"},
     "one-replica-monitored": {"replicaCount": 1, "metrics.serviceMonitor.enabled": True,
                               "metrics.prometheusRule.enabled": True,
+                              "metrics.dashboard.enabled": True,
                               "webhook.failurePolicy": "Ignore"},
     "tuned": {"config.isolation": "required", "config.topologyKey": "topology.kubernetes.io/zone",
               "config.balloon.priorityClassName": "ci-anchors",
@@ -158,17 +162,54 @@ def test_policy_mode_uses_the_chart_topology_key_as_the_default() -> None:
 
 
 def test_the_alert_rules_read_metrics_the_controller_serves() -> None:
-    import re
-
-    from controller.metrics import Metrics
-
     docs = chart.render({"metrics.prometheusRule.enabled": True})
     rules = one(docs, "PrometheusRule")["spec"]["groups"][0]["rules"]
-    served = {m.name for m in Metrics().registry.collect()}
-    for rule in rules:
-        for name in re.findall(r"tekton_coscheduler_[a-z_]+", rule["expr"]):
-            assert name in served, f"{rule['alert']} reads {name}, which nothing serves"
+    exprs = {rule["alert"]: rule["expr"] for rule in rules}
+    assert promql.unknown(exprs, Metrics().registry) == {}
     assert "PrometheusRule" not in {d["kind"] for d in chart.render()}  # off by default
+
+
+def test_every_alert_has_a_runbook_and_the_webhook_alert_is_for_webhook_mode_only() -> None:
+    runbooks = "https://example.com/runbooks.md"
+    values = {"metrics.prometheusRule.enabled": True,
+              "metrics.prometheusRule.runbookUrl": runbooks,
+              "metrics.prometheusRule.noLeaderFor": "7m"}
+    rules = one(chart.render(values), "PrometheusRule")["spec"]["groups"][0]["rules"]
+    by_name = {rule["alert"]: rule for rule in rules}
+    for name, rule in by_name.items():
+        assert rule["annotations"]["runbook_url"] == f"{runbooks}#{name.lower()}"
+    leader = by_name["TektonCoschedulerNoLeader"]
+    assert leader["expr"] == "max(tekton_coscheduler_leader) < 1 or absent(tekton_coscheduler_leader)"
+    assert (leader["for"], leader["labels"]["severity"]) == ("7m", "critical")
+    webhook_rule = by_name["TektonCoschedulerWebhookUnavailable"]
+    assert webhook_rule["expr"] == "sum(tekton_coscheduler_ready) < 1 or absent(tekton_coscheduler_ready)"
+    assert webhook_rule["for"] == "2m"
+    policy = one(chart.render({**values, "admission.mode": "policy"}), "PrometheusRule")
+    names = {rule["alert"] for rule in policy["spec"]["groups"][0]["rules"]}
+    assert names == set(by_name) - {"TektonCoschedulerWebhookUnavailable"}
+
+
+def test_the_dashboard_is_an_optional_configmap_for_grafanas_sidecar() -> None:
+    assert "ConfigMap" not in {d["kind"] for d in chart.render()}  # off by default
+    shipped = promql.read_dashboard()
+    cm = one(chart.render({"metrics.dashboard.enabled": True}), "ConfigMap")
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert cm["metadata"]["namespace"] == chart.NAMESPACE
+    assert json.loads(cm["data"]["tekton-coscheduler.json"]) == shipped
+    moved = one(chart.render({"metrics.dashboard.enabled": True,
+                              "metrics.dashboard.namespace": "monitoring",
+                              "metrics.dashboard.labels": {"dashboards": "tekton"},
+                              "metrics.dashboard.annotations": {"grafana_folder": "CI"}}),
+                "ConfigMap")
+    assert moved["metadata"]["namespace"] == "monitoring"
+    # labels given join the default one (Helm merges maps); null removes it
+    assert moved["metadata"]["labels"]["dashboards"] == "tekton"
+    assert moved["metadata"]["labels"]["grafana_dashboard"] == "1"
+    alone = one(chart.render({"metrics.dashboard.enabled": True,
+                              "metrics.dashboard.labels": {"grafana_dashboard": None,
+                                                           "dashboards": "tekton"}}), "ConfigMap")
+    assert "grafana_dashboard" not in alone["metadata"]["labels"]
+    assert moved["metadata"]["annotations"] == {"grafana_folder": "CI"}
 
 
 def test_tls_modes() -> None:

@@ -35,6 +35,9 @@ def admission_answer(replica: Coscheduler, namespace: str) -> dict[str, object]:
     return answer
 
 
+LEADER = "tekton_coscheduler_leader"
+
+
 def leading(replica: Coscheduler) -> bool:
     """From the Lease itself: a "leading" log line may have scrolled out of the tail read."""
     return replica.leads()
@@ -59,11 +62,24 @@ def test_one_leader_both_serve_and_failover(
         cluster.wait_for(lambda: standby.said("waiting for leadership"), timeout=30,
                          what="the standby a candidate")
         assert not leading(standby)
+        # The gauges say what the Lease says: the leader's server and reconciler both 1, the
+        # standby's 0; both ready; each process with its build and its process figures.
+        cluster.wait_for(lambda: coscheduler.metric(LEADER) == 2, timeout=15,
+                         what="the leader's gauges to say it leads")
+        assert standby.metric(LEADER) == 0
+        for replica in (coscheduler, standby):
+            cluster.wait_for(lambda r=replica: r.metric("tekton_coscheduler_ready") == 1,
+                             timeout=30, what=f"{replica.name} ready, as its gauge says")
+            for process in ("server", "reconciler"):
+                assert replica.metric("tekton_coscheduler_build_info", process=process) == 1
+                assert replica.metric("process_resident_memory_bytes", process=process) > 0
         first = s.run(name="before", workspaces=[{"name": "w", "emptyDir": {}}])
         s.balloon_node(first)
 
         coscheduler.kill()  # the leader dies without handing over
         cluster.wait_for(lambda: leading(standby), timeout=30, what="the standby to take over")
+        cluster.wait_for(lambda: standby.metric(LEADER) == 2, timeout=15,
+                         what="the standby's leader gauges to say it leads")
         second = s.run(name="after", workspaces=[{"name": "w", "emptyDir": {}}])
         s.balloon_node(second)
         assert len(s.balloons(first)) == 1 and len(s.balloons(second)) == 1
