@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import kubernetes
@@ -18,6 +23,8 @@ log = structlog.get_logger(__name__)
 WRITES = frozenset({"create", "update", "patch", "delete"})
 # How often the credentials loader's hook runs (see api_client).
 REFRESH_EVERY = 1.0
+# What the kubelet mounts in a pod: its ServiceAccount's token and namespace.
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
 def count_requests(
@@ -54,12 +61,77 @@ def count_requests(
 
 
 def load_client_config() -> kubernetes.client.ApiClient:
-    """In-cluster credentials when in a pod, else the kubeconfig (KUBECONFIG or ~/.kube/config)."""
+    """In-cluster credentials when in a pod, else the kubeconfig (KUBECONFIG or ~/.kube/config):
+    the operator's own (`run`, `reconcile`). The commands a person runs use connect()."""
     try:
         kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]
     except kubernetes.config.ConfigException:
         kubernetes.config.load_kube_config()  # type: ignore[no-untyped-call]
     return api_client(kubernetes.client.Configuration.get_default_copy())
+
+
+class ConfigError(Exception):
+    """No cluster to talk to: no kubeconfig, a context it does not name, a file it cannot read."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """The cluster a command talks to, as kubectl would choose it."""
+
+    client: kubernetes.client.ApiClient
+    namespace: str  # the context's namespace, or the pod's own; "default" when none is said
+    in_cluster: bool
+
+
+def connect(kubeconfig: str | None = None, context: str | None = None) -> Target:
+    """kubectl's choice: a kubeconfig or a context named (`--kubeconfig`, `--context`) is that
+    kubeconfig; else the pod's own ServiceAccount when in a pod; else KUBECONFIG or
+    ~/.kube/config, at its current context."""
+    cfg = kubernetes.client.Configuration()
+    if not kubeconfig and not context:
+        try:
+            kubernetes.config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=cfg)
+        except kubernetes.config.ConfigException:
+            pass
+        else:
+            return Target(api_client(cfg), pod_namespace() or "default", in_cluster=True)
+    try:
+        kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig, context=context, client_configuration=cfg)
+        contexts, current = kubernetes.config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig)
+    except (kubernetes.config.ConfigException, OSError, ValueError) as exc:
+        where = kubeconfig or "KUBECONFIG or ~/.kube/config"
+        raise ConfigError(f"no usable kubeconfig ({where}): {exc}") from None
+    chosen = next((c for c in contexts or [] if c.get("name") == context), None) or current
+    namespace = ((chosen or {}).get("context") or {}).get("namespace")
+    return Target(api_client(cfg), str(namespace or "default"), in_cluster=False)
+
+
+def pod_namespace() -> str | None:
+    """The namespace of the pod this runs in, as the kubelet mounted it; None outside a pod."""
+    try:
+        return (SERVICE_ACCOUNT_DIR / "namespace").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def pod_service_account() -> tuple[str, str] | None:
+    """(namespace, name) of the ServiceAccount whose token the kubelet mounted in this pod, read
+    from the token's own claims (its subject, system:serviceaccount:<ns>:<name>); None outside
+    a pod or for a token that is not a ServiceAccount's. The token is not verified: it only
+    says whom to ask the API server about."""
+    try:
+        token = (SERVICE_ACCOUNT_DIR / "token").read_text().strip()
+        payload = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (OSError, IndexError, ValueError, binascii.Error):
+        return None
+    parts = str(claims.get("sub") if isinstance(claims, dict) else "").split(":")
+    if len(parts) == 4 and parts[:2] == ["system", "serviceaccount"] and all(parts[2:]):
+        return parts[2], parts[3]
+    return None
 
 
 def api_client(cfg: kubernetes.client.Configuration,
