@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +22,9 @@ from controller.metrics import Metrics
 log = structlog.get_logger(__name__)
 
 WRITES = frozenset({"create", "update", "patch", "delete"})
+# Writes not logged: the Lease's renewals (every few seconds), and the access reviews `check`
+# asks, which change nothing (and would fall among the document `-o json` prints).
+UNLOGGED = frozenset({"leases", "subjectaccessreviews", "selfsubjectaccessreviews"})
 # How often the credentials loader's hook runs (see api_client).
 REFRESH_EVERY = 1.0
 # What the kubelet mounts in a pod: its ServiceAccount's token and namespace.
@@ -42,7 +46,7 @@ def count_requests(
         verb, resource = apicalls.classify(method, url)
         if verb in WRITES and leadership is not None:
             leadership.check(resource)
-        if verb in WRITES and resource != "leases":
+        if verb in WRITES and resource not in UNLOGGED:
             # A write made without the Lease by design (the gates handed back as leading ends:
             # kube/fencing.py) says so, so that no reader takes it for one that escaped the fence.
             unfenced = {"unfenced": True} if leadership is not None and leadership.exempt else {}
@@ -96,6 +100,9 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Target
             pass
         else:
             return Target(api_client(cfg), pod_namespace() or "default", in_cluster=True)
+    # KUBECONFIG as it is now (the client library reads it once, when imported); it may
+    # name several files, merged as kubectl merges them.
+    kubeconfig = kubeconfig or os.environ.get("KUBECONFIG") or None
     try:
         kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
             config_file=kubeconfig, context=context, client_configuration=cfg)
