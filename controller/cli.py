@@ -105,18 +105,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"{prog()}: {exc}", file=sys.stderr)
         return 2
-    where = {"kubeconfig": args.kubeconfig, "context": args.context, "output": args.output,
-             "operator_namespace": args.operator_namespace,
-             "service_account": args.service_account} if args.command in (
-        "check", "explain") else {}
-    if args.command == "check":
-        from controller.faces.check import check
+    if args.command in ("check", "explain"):
+        # Which cluster, which operator, which output: the same for both commands.
+        asked = {"kubeconfig": args.kubeconfig, "context": args.context, "output": args.output,
+                 "operator_namespace": args.operator_namespace,
+                 "service_account": args.service_account}
+        if args.command == "check":
+            from controller.faces.check import check
 
-        return check(settings, as_caller=args.as_caller, **where)
-    if args.command == "explain":
+            return check(settings, as_caller=args.as_caller, **asked)
         from controller.faces import explain as explain_face
 
-        return explain_face.run(settings, args.run, namespace=args.namespace, **where)
+        return explain_face.run(settings, args.run, namespace=args.namespace, **asked)
 
     from controller.faces.logging import configure
 
