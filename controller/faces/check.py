@@ -47,10 +47,19 @@ def check(settings: Settings, *, kubeconfig: str | None = None, context: str | N
     # Outside the tested releases is a warning, never a failure: the operator runs there too.
     said = versions.kubernetes(server)
     say(OK if said.tested else WARN, "kubernetes version", said.message)
-    _tekton(settings, kube, say)
-    ref = terminal.operator_ref(target, operator_namespace, service_account)
-    _label(settings, kube, ref, say)
-    _access(settings, kube, ref, as_caller, say)
+    try:
+        _tekton(settings, kube, say)
+        ref = terminal.operator_ref(target, operator_namespace, service_account)
+        _label(settings, kube, ref, say)
+        _access(settings, kube, ref, as_caller, say)
+    except Exception as exc:  # the API server gone meanwhile: said; anything else is a bug
+        lost = terminal.failure(exc)
+        if lost is None:
+            raise
+        say(FAIL, "cluster", f"lost: {lost}")
+        _verdict(results, output, out)
+        err(f"error: {lost}")
+        return terminal.UNREACHABLE
     return _verdict(results, output, out)
 
 
@@ -137,17 +146,20 @@ def _access(settings: Settings, kube: Inspection, ref: terminal.OperatorRef, as_
         }.get(need.scope)
         for verb in need.verbs:
             try:
-                allowed = ask(need.group, resource, verb, namespace, sub)
+                try:
+                    allowed = ask(need.group, resource, verb, namespace, sub)
+                except ApiError as exc:
+                    if exc.status != 403 or whose != account:
+                        raise
+                    # The caller may not ask about another: its own access, labelled as such.
+                    say(WARN, "rbac", f"the caller may not create SubjectAccessReviews "
+                        f"({api_message(exc)}): what follows is the caller's own access "
+                        f"(SelfSubjectAccessReview), not {account}'s")
+                    ask, whose = kube.can_i, "the caller"
+                    allowed = ask(need.group, resource, verb, namespace, sub)
             except ApiError as exc:
-                if exc.status != 403 or whose != account:
-                    say(WARN, f"rbac {verb} {need.resource}", f"cannot ask: {_short(exc)}")
-                    continue
-                # The caller may not ask about another: its own access, labelled as such.
-                say(WARN, "rbac", f"the caller may not create SubjectAccessReviews "
-                    f"({api_message(exc)}): what follows is the caller's own access "
-                    f"(SelfSubjectAccessReview), not {account}'s")
-                ask, whose = kube.can_i, "the caller"
-                allowed = ask(need.group, resource, verb, namespace, sub)
+                say(WARN, f"rbac {verb} {need.resource}", f"cannot ask: {_short(exc)}")
+                continue
             if not allowed:
                 denied += 1
                 say(FAIL, f"rbac {verb} {need.group or 'core'}/{need.resource}",

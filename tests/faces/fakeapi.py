@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+DROP = -1  # a status for `failing`: no answer at all, the connection closed
 # (the review's spec) -> allowed?
 Rule = Callable[[dict[str, Any]], bool]
 
@@ -31,6 +32,9 @@ class FakeApi:
                 size = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(size)) if size else None
                 status, data = api.respond(self.command, url.path, parse_qs(url.query), body)
+                if status == DROP:  # the connection closed without an answer
+                    self.close_connection = True
+                    return
                 raw = json.dumps(data).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

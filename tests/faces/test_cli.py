@@ -18,7 +18,7 @@ from controller.core import explain, names
 from controller.faces import terminal
 from controller.kube import access, connection
 from tests import factories
-from tests.faces.fakeapi import FakeApi
+from tests.faces.fakeapi import DROP, FakeApi
 
 RUN = "/apis/tekton.dev/v1/namespaces/team-a/pipelineruns/build-42"
 TEAM_A = "/api/v1/namespaces/team-a"
@@ -186,6 +186,17 @@ def test_an_api_server_out_of_reach_exits_3(
     assert code == 3 and json.loads(out)["ready"] is False
 
 
+def test_an_api_server_lost_during_check_is_said_and_exits_3(
+    api: FakeApi, here: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api.failing["/api/v1/namespaces/tekton-pipelines/configmaps/pipelines-info"] = DROP
+    code, out, err = run(capsys, "check")
+    assert code == 3
+    assert "[FAIL] cluster: lost: cannot reach the API server" in out
+    assert out.rstrip().endswith("verdict: NOT READY (1 problem(s))")
+    assert err.startswith("error: cannot reach the API server")
+
+
 def test_kubeconfig_and_context_choose_the_cluster_and_its_namespace_before_or_after_the_command(
     api: FakeApi, tmp_path: Path, clean_env: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str]
@@ -274,6 +285,16 @@ def test_a_caller_who_may_not_review_another_gets_its_own_access_labelled_as_suc
     assert "[FAIL] rbac list karpenter.sh/nodepools: denied to the caller (" in out
     assert {r["kind"] for r in api.reviews} == {"SelfSubjectAccessReview"}
     assert len(api.reviews) == sum(len(a.verbs) for a in access.REQUIRED)
+
+
+def test_a_review_that_cannot_be_asked_at_all_is_a_warning_not_a_traceback(
+    api: FakeApi, here: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api.failing["/apis/authorization.k8s.io/v1/subjectaccessreviews"] = 403
+    api.failing["/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"] = 500
+    code, out = granted(capsys)
+    assert "[warn] rbac get pipelineruns: cannot ask: 500" in out
+    assert "[warn] rbac: the caller may not create SubjectAccessReviews" in out
 
 
 def test_as_caller_reviews_the_caller_s_own_access(
