@@ -66,10 +66,12 @@ def parser() -> argparse.ArgumentParser:
         shared.add_argument(flag, metavar=metavar, help=text, default=argparse.SUPPRESS)
     sub = main_parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser(
-        "run", help="serve the admission webhook and run the reconciler beside it (the default)"
+        "run", parents=[shared],
+        help="serve the admission webhook and run the reconciler beside it (the default)",
     )
     sub.add_parser(
-        "reconcile", help="only the reconciler (leader election, watches); `run` starts it itself"
+        "reconcile", parents=[shared],
+        help="only the reconciler (leader election, watches); `run` starts it itself",
     )
     check = sub.add_parser("check", parents=[shared],
                            help="settings, the cluster's prerequisites and the operator's "
@@ -97,9 +99,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "version":
         print(f"tekton-coscheduler {__version__}")
         return 0
-    if args.command in ("run", "reconcile") and (args.kubeconfig or args.context):
-        main_parser.error("--kubeconfig and --context are for check and explain; the operator "
-                          "uses its pod's ServiceAccount, else KUBECONFIG")
     try:
         settings = load_settings()
     except SettingsError as exc:
@@ -119,7 +118,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return explain_face.run(settings, args.run, namespace=args.namespace, **asked)
 
     from controller.faces.logging import configure
+    from controller.kube.connection import name_cluster
 
+    name_cluster(args.kubeconfig, args.context)
     configure(settings.log_level, settings.log_format)
     with contextlib.suppress(KeyboardInterrupt):
         if args.command == "reconcile":

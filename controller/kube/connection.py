@@ -64,9 +64,29 @@ def count_requests(
     api.call_api = counted  # type: ignore[method-assign]
 
 
+# The cluster named on the command line (--kubeconfig, --context), for every connection this
+# process makes: the operator's own clients, kopf's, and those of the reconciler it starts.
+_named: tuple[str | None, str | None] = (None, None)
+
+
+def name_cluster(kubeconfig: str | None, context: str | None) -> None:
+    global _named
+    _named = (kubeconfig, context)
+
+
+def named_flags() -> list[str]:
+    """The flags that name the same cluster to a child process (the reconciler)."""
+    kubeconfig, context = _named
+    return ([f"--kubeconfig={kubeconfig}"] if kubeconfig else []) + (
+        [f"--context={context}"] if context else [])
+
+
 def load_client_config() -> kubernetes.client.ApiClient:
-    """In-cluster credentials when in a pod, else the kubeconfig (KUBECONFIG or ~/.kube/config):
-    the operator's own (`run`, `reconcile`). The commands a person runs use connect()."""
+    """The operator's own (`run`, `reconcile`): the cluster named on the command line if one
+    was; else in-cluster credentials when in a pod, else the kubeconfig (KUBECONFIG or
+    ~/.kube/config)."""
+    if any(_named):
+        return connect(*_named).client
     try:
         kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]
     except kubernetes.config.ConfigException:
@@ -114,6 +134,22 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Target
     chosen = next((c for c in contexts or [] if c.get("name") == context), None) or current
     namespace = ((chosen or {}).get("context") or {}).get("namespace")
     return Target(api_client(cfg), str(namespace or "default"), in_cluster=False)
+
+
+def kopf_credentials() -> dict[str, Any] | None:
+    """When a cluster was named on the command line, what kopf's ConnectionInfo is to hold for
+    it (kopf's own login knows in-cluster credentials and the default kubeconfig only); None:
+    kopf's own login. The same reading of the client's configuration as kopf's login."""
+    if not any(_named):
+        return None
+    cfg = connect(*_named).client.configuration
+    header = (cfg.get_api_key_with_prefix("BearerToken")
+              or cfg.get_api_key_with_prefix("authorization"))
+    scheme, _, token = str(header or "").rpartition(" ")
+    return {"server": cfg.host, "ca_path": cfg.ssl_ca_cert, "insecure": not cfg.verify_ssl,
+            "username": cfg.username or None, "password": cfg.password or None,
+            "scheme": scheme or None, "token": token or None,
+            "certificate_path": cfg.cert_file, "private_key_path": cfg.key_file}
 
 
 def pod_namespace() -> str | None:

@@ -441,3 +441,43 @@ def test_kubectl_finds_the_same_command_as_its_plugin_on_path(
     assert cli.parser().prog == "kubectl coscheduler"
     monkeypatch.setattr("sys.argv", ["/usr/local/bin/tekton-coscheduler", "check"])
     assert cli.parser().prog == "tekton-coscheduler"
+
+
+# -- the operator's own connections ----------------------------------------------------------
+
+
+@pytest.fixture
+def named() -> Iterator[None]:
+    yield
+    connection.name_cluster(None, None)
+
+
+def test_the_operator_connects_to_the_cluster_named_on_its_command_line_kopf_and_child_too(
+    api: FakeApi, tmp_path: Path, clean_env: pytest.MonkeyPatch, named: None
+) -> None:
+    """`run --kubeconfig K --context C`: the operator's clients, kopf's login and the
+    reconciler it starts all go to that context's cluster, even in a pod."""
+    import kopf
+
+    from controller.faces import app, kopf_handlers
+
+    other = FakeApi()
+    try:
+        path = other.kubeconfig(tmp_path, others={"lab": (api.url, "team-a")})
+        assert connection.kopf_credentials() is None
+        connection.name_cluster(str(path), "lab")
+        assert connection.load_client_config().configuration.host == api.url
+        info = kopf_handlers.login(settings=kopf.OperatorSettings(), logger=None)
+        assert info is not None and (info.server, info.scheme, info.token) == (
+            api.url, "Bearer", "t")
+        assert app.reconciler_argv()[-3:] == [
+            f"--kubeconfig={path}", "--context=lab", "reconcile"]
+    finally:
+        other.http.shutdown()
+
+
+def test_run_and_reconcile_take_the_global_flags_after_the_command_too() -> None:
+    args = cli.parser().parse_args(["reconcile", "--kubeconfig=/k", "--context=lab"])
+    assert (args.kubeconfig, args.context) == ("/k", "lab")
+    args = cli.parser().parse_args(["--context=lab", "run"])
+    assert (args.kubeconfig, args.context) == (None, "lab")
