@@ -39,6 +39,7 @@ package:
 	build/package-venv/bin/pip install --quiet .
 	build/package-venv/bin/tekton-coscheduler --help >/dev/null
 	build/package-venv/bin/tekton-coscheduler version
+	build/package-venv/bin/kubectl-coscheduler version  # the kubectl plugin: `kubectl coscheduler`
 	! KUBECONFIG=/nonexistent build/package-venv/bin/tekton-coscheduler check > build/check.out 2>&1
 	grep -q "verdict: NOT READY" build/check.out
 	! grep -q Traceback build/check.out

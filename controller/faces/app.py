@@ -21,7 +21,7 @@ import structlog
 from controller.faces import probes, supervise, webhook
 from controller.kube.client import Kube
 from controller.kube.clusterview import ClusterView
-from controller.kube.connection import load_client_config
+from controller.kube.connection import load_client_config, named_flags
 from controller.metrics import Metrics
 from controller.settings import ENV_PREFIX, Settings
 
@@ -35,6 +35,11 @@ def reconciler_env(metrics_port: int) -> dict[str, str]:
     env[f"{ENV_PREFIX}METRICS_PORT"] = str(metrics_port)
     env[f"{ENV_PREFIX}HEALTH_PORT"] = "0"
     return env
+
+
+def reconciler_argv() -> list[str]:
+    """The reconciler's command: this program's, on the cluster this process was told of."""
+    return [sys.executable, "-m", "controller", *named_flags(), "reconcile"]
 
 
 async def run(settings: Settings) -> int:
@@ -70,7 +75,7 @@ async def run(settings: Settings) -> int:
     child = None
     if settings.reconcile:
         child = supervise.Child(
-            [sys.executable, "-m", "controller", "reconcile"],
+            reconciler_argv(),
             reconciler_env(child_port),
             metrics,
         )

@@ -1,37 +1,69 @@
-"""`tekton-coscheduler check`: are the settings and the cluster ready for the operator?"""
+"""`check`: are the settings and the cluster ready for the operator? Each finding a line, then a
+verdict; `-o json|yaml` prints them as a document (docs/reference/cli.md).
+
+The permissions checked are the operator's ServiceAccount's (SubjectAccessReviews), not the
+caller's: a person at a workstation may do much more, or much less, than the operator."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from controller.core import names, tekton, versions
+from controller.faces import terminal
 from controller.kube import access
-from controller.kube.client import ApiError, Kube
-from controller.kube.connection import load_client_config
+from controller.kube.client import ApiError, Kube, api_message
+from controller.kube.connection import connect
 from controller.kube.inspection import Inspection
-from controller.kube.leadership import default_namespace
 from controller.settings import Settings
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
+KIND, VERSION = "CheckReport", 1
+Say = Callable[[str, str, str], None]
 
 
-def check(settings: Settings, out: Callable[[str], None] = print) -> int:
+def check(settings: Settings, *, kubeconfig: str | None = None, context: str | None = None,
+          output: str = "text", operator_namespace: str | None = None,
+          service_account: str | None = None, as_caller: bool = False,
+          out: Callable[[str], Any] = print,
+          err: Callable[[str], Any] = lambda s: print(s, file=sys.stderr)) -> int:
     results: list[tuple[str, str, str]] = [(OK, "settings", "valid")]
 
     def say(level: str, what: str, detail: str) -> None:
         results.append((level, what, detail))
 
     try:
-        kube = Inspection(Kube(load_client_config(), timeout=10))
+        target = connect(kubeconfig, context)
+        kube = Inspection(Kube(target.client, timeout=10))
         server = kube.server_version()
-        say(OK, "cluster", f"reachable, Kubernetes {server}")
-    except Exception as exc:
-        say(FAIL, "cluster", f"not reachable: {_short(exc)}")
-        return _verdict(results, out)
+    except Exception as exc:  # whatever the user's configuration holds: said, never a traceback
+        why = terminal.failure(exc) or f"{type(exc).__name__}: {exc}"
+        say(FAIL, "cluster", f"not reachable: {why}")
+        _verdict(results, output, out)
+        err(f"error: {why}")
+        return terminal.UNREACHABLE
+    say(OK, "cluster", f"reachable, Kubernetes {server}")
     # Outside the tested releases is a warning, never a failure: the operator runs there too.
     said = versions.kubernetes(server)
     say(OK if said.tested else WARN, "kubernetes version", said.message)
+    try:
+        _tekton(settings, kube, say)
+        ref = terminal.operator_ref(target, operator_namespace, service_account)
+        _label(settings, kube, ref, say)
+        _access(settings, kube, ref, as_caller, say)
+    except Exception as exc:  # the API server gone meanwhile: said; anything else is a bug
+        lost = terminal.failure(exc)
+        if lost is None:
+            raise
+        say(FAIL, "cluster", f"lost: {lost}")
+        _verdict(results, output, out)
+        err(f"error: {lost}")
+        return terminal.UNREACHABLE
+    return _verdict(results, output, out)
+
+
+def _tekton(settings: Settings, kube: Inspection, say: Say) -> None:
     try:
         info = kube.configmap_data(settings.tekton_namespace, tekton.PIPELINES_INFO_CONFIGMAP)
     except ApiError as exc:
@@ -56,41 +88,84 @@ def check(settings: Settings, out: Callable[[str], None] = print) -> int:
         flags = kube.configmap_data(settings.tekton_namespace, tekton.FEATURE_FLAGS_CONFIGMAP)
     except ApiError as exc:
         say(FAIL, "tekton feature-flags", f"{flags_at}: {_short(exc)}")
+        return
+    if flags is None:
+        say(FAIL, "tekton feature-flags", f"{flags_at}: 404 Not Found")
+    elif tekton.assistant_enabled(flags):
+        level = WARN if settings.ignore_tekton_assistant else FAIL
+        say(level, "tekton affinity assistant",
+            f"on (coschedule={flags.get('coschedule', '(default)')}); set "
+            f"coschedule: disabled in {flags_at}")
     else:
-        if flags is None:
-            say(FAIL, "tekton feature-flags", f"{flags_at}: 404 Not Found")
-        elif tekton.assistant_enabled(flags):
-            level = WARN if settings.ignore_tekton_assistant else FAIL
-            say(
-                level,
-                "tekton affinity assistant",
-                f"on (coschedule={flags.get('coschedule', '(default)')}); set "
-                f"coschedule: disabled in {flags_at}",
-            )
-        else:
-            say(OK, "tekton affinity assistant", "off (coschedule: disabled)")
+        say(OK, "tekton affinity assistant", "off (coschedule: disabled)")
 
+
+def _label(settings: Settings, kube: Inspection, ref: terminal.OperatorRef, say: Say) -> None:
+    """The label namespaces opt in with, as the operator is configured, and who carries it."""
+    label = terminal.configured_label(settings, kube, ref)
+    say(OK if label.known else WARN, "opt-in label", f"{label.selector} ({label.source})")
+    try:
+        opted = sorted(str((n.get("metadata") or {}).get("name"))
+                       for n in kube.list_namespaces(label.selector))
+    except ApiError as exc:
+        say(WARN, "opted-in namespaces", f"cannot list namespaces: {_short(exc)}")
+        return
+    if opted:
+        shown = ", ".join(opted[:10]) + (f" and {len(opted) - 10} more" if len(opted) > 10 else "")
+        say(OK, "opted-in namespaces", f"{len(opted)}: {shown}")
+    else:
+        say(WARN, "opted-in namespaces",
+            f"none yet: kubectl label namespace NAME {label.selector}")
+
+
+def _access(settings: Settings, kube: Inspection, ref: terminal.OperatorRef, as_caller: bool,
+            say: Say) -> None:
+    """Each permission of the access list the chart grants (kube/access.py), asked of the API
+    server for the operator's ServiceAccount; for the caller itself when asked to (--as-caller),
+    when the caller is that ServiceAccount, or when the caller may not ask for another."""
+    account = f"ServiceAccount {ref.namespace}/{ref.service_account}"
+    ask: Callable[..., bool] = kube.can_i
+    whose = "the caller" if as_caller else f"{account} (the caller)"
+    if not as_caller and not ref.is_caller:
+        try:
+            found = kube.get_service_account(*ref.account)
+        except ApiError:
+            found = {}  # not readable by the caller: the reviews below still say what it may do
+        if found is None:
+            say(FAIL, "operator", f"{account} not found: is the operator installed there? "
+                "(--operator-namespace, --service-account; --as-caller for an operator run "
+                "with the caller's own credentials)")
+            return
+        ask, whose = (lambda *a: kube.may(ref.account, *a)), account
+    denied = 0
     for need in access.REQUIRED:
         resource, _, sub = need.resource.partition("/")
         namespace = {
             "tekton": settings.tekton_namespace,
-            "own": settings.leader_election_namespace or default_namespace(),
+            "own": settings.leader_election_namespace or ref.namespace,
         }.get(need.scope)
         for verb in need.verbs:
             try:
-                allowed = kube.can_i(need.group, resource, verb, namespace, sub)
+                try:
+                    allowed = ask(need.group, resource, verb, namespace, sub)
+                except ApiError as exc:
+                    if exc.status != 403 or whose != account:
+                        raise
+                    # The caller may not ask about another: its own access, labelled as such.
+                    say(WARN, "rbac", f"the caller may not create SubjectAccessReviews "
+                        f"({api_message(exc)}): what follows is the caller's own access "
+                        f"(SelfSubjectAccessReview), not {account}'s")
+                    ask, whose = kube.can_i, "the caller"
+                    allowed = ask(need.group, resource, verb, namespace, sub)
             except ApiError as exc:
                 say(WARN, f"rbac {verb} {need.resource}", f"cannot ask: {_short(exc)}")
                 continue
             if not allowed:
-                say(
-                    FAIL,
-                    f"rbac {verb} {need.group or 'core'}/{need.resource}",
-                    f"denied ({need.why})",
-                )
-    if not any(r[1].startswith("rbac") for r in results):
-        say(OK, "rbac", "every permission the operator needs is granted")
-    return _verdict(results, out)
+                denied += 1
+                say(FAIL, f"rbac {verb} {need.group or 'core'}/{need.resource}",
+                    f"denied to {whose} ({need.why})")
+    if not denied:
+        say(OK, "rbac", f"every permission the operator needs is granted to {whose}")
 
 
 def _short(exc: BaseException) -> str:
@@ -100,10 +175,13 @@ def _short(exc: BaseException) -> str:
     return text[:200]
 
 
-def _verdict(results: list[tuple[str, str, str]], out: Callable[[str], None]) -> int:
-    for level, what, detail in results:
-        out(f"[{level:>4}] {what}: {detail}")
+def _verdict(results: list[tuple[str, str, str]], output: str, out: Callable[[str], Any]) -> int:
     failed = sum(1 for r in results if r[0] == FAIL)
-    out("verdict: ready" if not failed else f"verdict: NOT READY ({failed} problem(s))")
+    doc = {"kind": KIND, "version": VERSION, "ready": not failed, "problems": failed,
+           "checks": [{"level": level.lower(), "name": what, "detail": detail}
+                      for level, what, detail in results]}
+    text = [f"[{level:>4}] {what}: {detail}" for level, what, detail in results]
+    text.append("verdict: ready" if not failed else f"verdict: NOT READY ({failed} problem(s))")
+    terminal.emit(doc, output, text, out)
     sys.stdout.flush()
-    return 0 if not failed else 1
+    return terminal.OK if not failed else terminal.PROBLEMS

@@ -1,5 +1,6 @@
-"""`tekton-coscheduler explain NAMESPACE/RUN`: reads what concerns one run, prints
-core/explain.py's report."""
+"""`explain RUN -n NAMESPACE`: reads what concerns one run, prints core/explain.py's report, or
+its document (`-o json|yaml`). Expected failures are said on stderr, with the exit codes of
+faces/terminal.py."""
 
 from __future__ import annotations
 
@@ -8,13 +9,15 @@ from collections.abc import Callable
 from typing import Any
 
 from controller.core import balloon, explain, names, tekton
-from controller.kube.client import ApiError, Kube
-from controller.kube.connection import load_client_config
+from controller.faces import terminal
+from controller.kube.client import Kube
+from controller.kube.connection import connect
 from controller.kube.inspection import Inspection
 from controller.settings import Settings
 
 
-def observe(settings: Settings, inspect: Inspection, namespace: str, name: str) -> explain.Observed:
+def observe(settings: Settings, inspect: Inspection, namespace: str, name: str,
+            label: terminal.Label) -> explain.Observed:
     kube = inspect.kube
     run = kube.get_pipelinerun(namespace, name)
     if run is None:
@@ -35,7 +38,7 @@ def observe(settings: Settings, inspect: Inspection, namespace: str, name: str) 
     volumes = {str((p.get("spec") or {}).get("volumeName")) for p in pvcs.values() if p}
     return explain.Observed(
         run=run,
-        namespace_enabled=labels.get(settings.namespace_label) == settings.namespace_label_value,
+        namespace_enabled=labels.get(label.key) == label.value,
         assistant_on=tekton.assistant_enabled(flags) and not settings.ignore_tekton_assistant,
         balloon=sts,
         balloon_pods=balloon_pods,
@@ -46,21 +49,40 @@ def observe(settings: Settings, inspect: Inspection, namespace: str, name: str) 
         events=[e for e in inspect.list_events(namespace, uid)
                 if (e.get("source") or {}).get("component") == names.APP
                 or e.get("reportingComponent") == names.APP],
+        label=label.key, label_value=label.value, label_source=label.source,
     )
 
 
-def run(settings: Settings, target: str, out: Callable[[str], Any] = print) -> int:
-    namespace, _, name = target.partition("/")
-    if not namespace or not name:
-        out("usage: tekton-coscheduler explain NAMESPACE/RUN")
-        return 2
+def run(settings: Settings, target: str, *, namespace: str | None = None,
+        kubeconfig: str | None = None, context: str | None = None, output: str = "text",
+        operator_namespace: str | None = None, service_account: str | None = None,
+        out: Callable[[str], Any] = print,
+        err: Callable[[str], Any] = lambda s: print(s, file=sys.stderr)) -> int:
+    """RUN, with -n NAMESPACE or the context's namespace; NAMESPACE/RUN is taken too."""
+    given, slash, name = target.rpartition("/")
+    if not slash:
+        given, name = "", target
+    if (slash and not given) or not name or "/" in given or (
+            given and namespace and given != namespace):
+        err(f"error: {target!r}: name a PipelineRun as RUN (with -n NAMESPACE) or NAMESPACE/RUN")
+        return terminal.USAGE
     try:
-        inspect = Inspection(Kube(load_client_config(), timeout=10))
-        observed = observe(settings, inspect, namespace, name)
-    except (ApiError, OSError) as exc:
-        out(f"cannot read the run: {exc}")
-        return 1
-    for line in explain.report(observed):
-        out(line)
+        where = connect(kubeconfig, context)
+        inspect = Inspection(Kube(where.client, timeout=10))
+        ns = given or namespace or where.namespace
+        ref = terminal.operator_ref(where, operator_namespace, service_account)
+        observed = observe(settings, inspect, ns, name,
+                           terminal.configured_label(settings, inspect, ref))
+    except Exception as exc:
+        said = terminal.failure(exc)
+        if said is None:
+            raise
+        err(f"error: cannot read the run: {said}")
+        return terminal.UNREACHABLE
+    if observed.run is None:
+        err(f"error: PipelineRun {ns}/{name} not found")
+        return terminal.NOT_FOUND
+    doc = explain.document(observed)
+    terminal.emit(doc, output, explain.render(doc), out)
     sys.stdout.flush()
-    return 0 if observed.run is not None else 1
+    return terminal.PROBLEMS if doc["problems"] else terminal.OK

@@ -16,6 +16,7 @@ import kopf
 import structlog
 
 from controller.core import names
+from controller.kube import connection
 from controller.operator.runs import Operator
 
 log = structlog.get_logger(__name__)
@@ -25,8 +26,12 @@ registry = kopf.OperatorRegistry()
 
 @kopf.on.login(registry=registry)
 def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-    # In-cluster service account, else the kubeconfig: as kube.connection.load_client_config.
-    return kopf.login_via_client(**kwargs)
+    # As kube.connection.load_client_config: the cluster named on the command line, else the
+    # in-cluster service account, else the kubeconfig.
+    named = connection.kopf_credentials()
+    if named is None:
+        return kopf.login_via_client(**kwargs)
+    return kopf.ConnectionInfo(**named, trust_env=kwargs["settings"].networking.trust_env)
 
 
 def _op(memo: Any) -> Operator:

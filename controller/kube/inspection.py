@@ -40,19 +40,41 @@ class Inspection:
         review = {
             "apiVersion": "authorization.k8s.io/v1",
             "kind": "SelfSubjectAccessReview",
-            "spec": {
-                "resourceAttributes": {
-                    "group": group,
-                    "resource": resource,
-                    "subresource": subresource or None,
-                    "verb": verb,
-                    "namespace": namespace,
-                }
-            },
+            "spec": {"resourceAttributes": _attributes(group, resource, verb, namespace,
+                                                       subresource)},
         }
         answer = self.kube.json(
             "POST", path("authorization.k8s.io/v1", "selfsubjectaccessreviews"), review)
         return bool((answer.get("status") or {}).get("allowed"))
+
+    def may(self, account: tuple[str, str], group: str, resource: str, verb: str,
+            namespace: str | None, subresource: str = "") -> bool:
+        """A SubjectAccessReview: may that ServiceAccount (namespace, name) do that? The groups
+        are those the API server gives every ServiceAccount's token: a binding to one of them
+        counts, as it does for the operator itself."""
+        ns, name = account
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": f"system:serviceaccount:{ns}:{name}",
+                "groups": ["system:serviceaccounts", f"system:serviceaccounts:{ns}",
+                           "system:authenticated"],
+                "resourceAttributes": _attributes(group, resource, verb, namespace, subresource),
+            },
+        }
+        answer = self.kube.json(
+            "POST", path("authorization.k8s.io/v1", "subjectaccessreviews"), review)
+        return bool((answer.get("status") or {}).get("allowed"))
+
+    def get_service_account(self, namespace: str, name: str) -> Obj | None:
+        return self.kube.get_or_none(path("v1", "serviceaccounts", namespace, name))
+
+    def list_deployments(self, namespace: str) -> list[Obj]:
+        return self.kube.items(path("apps/v1", "deployments", namespace))
+
+    def list_namespaces(self, selector: str) -> list[Obj]:
+        return self.kube.items(path("v1", "namespaces"), labelSelector=selector)
 
     def get_namespace(self, name: str) -> Obj | None:
         return self.kube.get_or_none(path("v1", "namespaces", name=name))
@@ -68,3 +90,9 @@ class Inspection:
         events = self.kube.items(path("v1", "events", namespace),
                                  fieldSelector=f"involvedObject.uid={uid}")
         return sorted(events, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime")))
+
+
+def _attributes(group: str, resource: str, verb: str, namespace: str | None,
+                subresource: str) -> dict[str, str | None]:
+    return {"group": group, "resource": resource, "subresource": subresource or None,
+            "verb": verb, "namespace": namespace}

@@ -216,7 +216,9 @@ def test_tekton_assistant_on_stops_new_balloons_and_is_said(
 @pytest.mark.matrix
 def test_check_command_gives_a_verdict(cluster: ClusterHandle, coscheduler: Coscheduler) -> None:
     exe = Path(sys.executable).with_name("tekton-coscheduler")
-    out = subprocess.run([str(exe), "check"], env=coscheduler.env(), capture_output=True, text=True, timeout=60)
+    # The operator runs here with the kubeconfig's own credentials, not as a ServiceAccount:
+    # --as-caller reviews those.
+    out = subprocess.run([str(exe), "check", "--as-caller"], env=coscheduler.env(), capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "verdict: ready" in out.stdout
     assert "tekton affinity assistant: off" in out.stdout

@@ -100,3 +100,45 @@ def test_where_the_run_starts_fastest_is_read_from_the_balloon_and_the_anchor_s_
         run=factories.pipelinerun(), namespace_enabled=True, assistant_on=False, balloon=made,
         balloon_pods=[balloon_pod("n3")], node=node("n3"))))
     assert "none of the run's 800.0 MB of images reported there (most on n1" in cold, cold
+
+
+def test_the_document_holds_what_the_text_says_in_a_stable_shape() -> None:
+    """`-o json|yaml` prints this document; the text is rendered from it alone."""
+    waiting = "0/2 nodes are available: 1 Insufficient cpu."
+    observed = explain.Observed(
+        run=factories.pipelinerun(), namespace_enabled=True, assistant_on=False, balloon=sts(),
+        balloon_pods=[balloon_pod("n1")], node=node("n1", unschedulable=True),
+        pods=[task_pod("fetch", "n1"), task_pod("build", message=waiting)],
+        pvcs={"source": {"spec": {"volumeName": "pv-1"}}},
+        pvs={"pv-1": {"spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}]}]}}}}},
+        label="ci.example.com/coschedule", label_value="yes", label_source="from Deployment x/y")
+    doc = explain.document(observed)
+    assert explain.render(doc) == explain.report(observed)
+    assert doc["namespace"] == {"name": "team-a", "optedIn": True,
+                                "label": "ci.example.com/coschedule=yes",
+                                "labelSource": "from Deployment x/y"}
+    assert doc["anchor"] == {
+        "node": "n1", "balloonPod": "coschedule-x-0", "waiting": None,
+        "constraints": {"nodeSelector": {"pool": "ci"}, "requiredNodeAffinity": False,
+                        "tolerations": 0, "claims": []},
+        "warm": None, "nodeUnavailable": "cordoned"}
+    assert doc["pods"] == [
+        {"name": "build-42-build-pod", "task": "build", "node": None, "phase": "Pending",
+         "tiedToBalloon": True, "gated": False},
+        {"name": "build-42-fetch-pod", "task": "fetch", "node": "n1", "phase": "Running",
+         "tiedToBalloon": True, "gated": False}]
+    assert doc["claims"] == [{"name": "source", "missing": False, "volume": "pv-1",
+                              "where": "kubernetes.io/hostname=n1", "mobility": "node-local"}]
+    assert [p["problem"] for p in doc["problems"]] == [
+        "the anchor's node is cordoned", f"pod build-42-build-pod waits: {waiting}"]
+    assert doc["problems"][1]["whatToDo"] == "it needs cpu on node n1"
+
+
+def test_the_advice_names_the_label_the_operator_is_configured_with() -> None:
+    text = "\n".join(explain.report(explain.Observed(
+        factories.pipelinerun(), False, False, None, label="ci.example.com/coschedule",
+        label_value="yes", label_source="from Deployment ops/tcs")))
+    assert "what to do: label it ci.example.com/coschedule=yes" in text
+    assert "kubectl label namespace team-a ci.example.com/coschedule=yes" in text
+    assert "tekton-coscheduler.dev/enabled" not in text
