@@ -91,9 +91,15 @@ class Settings(BaseSettings):
 
     # The server process runs the reconciler as its child; false makes a webhook-only replica.
     reconcile: bool = True
-    # On SIGTERM, keep answering admission requests this long (not ready meanwhile), so that
-    # endpoints drop the replica before it stops; the chart's termination grace is longer.
+    # On SIGTERM a replica keeps answering admission requests (not ready meanwhile) at least
+    # this long, and until its Service's EndpointSlices no longer list it, a margin for the
+    # proxies has passed and no call came for 2 s (core/drain.py), at most the second figure;
+    # the chart's termination grace is longer.
     shutdown_drain_seconds: float = Field(default=10.0, ge=0, le=600)
+    shutdown_drain_max_seconds: float = Field(default=60.0, ge=0, le=600)
+    # The Service in front of the webhook, in the pod's namespace (the chart sets it); unset, a
+    # replica drains for shutdown_drain_seconds and the calls it still gets.
+    webhook_service: ObjectName | None = None
 
     resync_interval: float = Field(default=30.0, gt=0)
     # A run whose balloon stays as it is, and whose inputs no watch says changed, is reconciled

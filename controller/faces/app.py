@@ -3,8 +3,9 @@
 The reconciler (faces/reconciler.py) runs as a child process, so that the webhook's answers
 never wait behind the leader's work, and losing the Lease restarts the reconciler, never the
 webhook. On SIGTERM the server drains: it reports not ready, tells the reconciler to stop (it
-hands the Lease back), keeps answering for `shutdown_drain_seconds` (longer than endpoints take
-to drop it) with `Connection: close` so that clients reconnect to another replica, then stops.
+hands the Lease back), and keeps answering, with `Connection: close` so that clients reconnect
+to another replica, until its Service's endpoints and the proxies have dropped it
+(faces/drain.py), then stops.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import sys
 import aiohttp
 import structlog
 
-from controller.faces import probes, supervise, webhook
+from controller.faces import drain, probes, supervise, webhook
 from controller.kube.client import Kube
 from controller.kube.clusterview import ClusterView
 from controller.kube.connection import load_client_config, named_flags
@@ -58,6 +59,8 @@ async def run(settings: Settings) -> int:
         )
 
     draining = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    calls = drain.Calls(loop.time)
 
     def ready() -> tuple[bool, str]:
         if draining.is_set():
@@ -67,7 +70,6 @@ async def run(settings: Settings) -> int:
     metrics.ready.set_function(lambda: float(ready()[0]))
 
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
 
@@ -98,7 +100,7 @@ async def run(settings: Settings) -> int:
             await stack.enter_async_context(
                 probes.serving(
                     webhook.make_app(lambda: view.facts, metrics, draining.is_set,
-                                     settings.gate_until_anchored),
+                                     settings.gate_until_anchored, calls.seen),
                     settings.webhook_host,
                     settings.webhook_port,
                     ssl_context=tls.context if tls else None,
@@ -133,11 +135,12 @@ async def run(settings: Settings) -> int:
         try:
             await stop.wait()
             draining.set()
-            log.info("draining", seconds=settings.shutdown_drain_seconds)
+            log.info("draining", at_least=settings.shutdown_drain_seconds,
+                     at_most=settings.shutdown_drain_max_seconds)
             child_stop.set()
             await asyncio.gather(
                 child.stop(timeout=10) if child is not None else asyncio.sleep(0),
-                asyncio.sleep(settings.shutdown_drain_seconds),
+                drain.drain(settings, kube, calls, loop.time),
             )
             return 0
         finally:

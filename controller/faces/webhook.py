@@ -31,9 +31,12 @@ def make_app(
     metrics: Metrics,
     draining: Callable[[], bool] = lambda: False,
     gate_first_pods: bool = False,
+    on_call: Callable[[], None] = lambda: None,
 ) -> web.Application:
-    """`gate_first_pods`: see admission.decide."""
+    """`gate_first_pods`: see admission.decide. `on_call`: told of each call (the drain waits
+    for them to stop coming)."""
     async def mutate(request: web.Request) -> web.Response:
+        on_call()
         started = time.perf_counter()
         try:
             response = _answer(await request.read(), facts(), metrics, gate_first_pods)

@@ -92,6 +92,13 @@ REQUIRED: tuple[Access, ...] = (
         "policy mode: the bindings (default, and per namespace with its own topologyKey)",
     ),
     Access(
+        "discovery.k8s.io",
+        "endpointslices",
+        ("list",),
+        "webhook mode: a replica told to stop answers until its Service's endpoints drop it",
+        scope="own",
+    ),
+    Access(
         "coordination.k8s.io",
         "leases",
         ("get", "create", "update"),

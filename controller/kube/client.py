@@ -163,6 +163,11 @@ class Kube(Api):
     def list_nodes(self) -> list[Obj]:
         return self._pages(path("v1", "nodes"))
 
+    def list_endpoint_slices(self, namespace: str, service: str) -> list[Obj]:
+        """A Service's EndpointSlices: a draining webhook replica waits to leave them."""
+        return self.items(path("discovery.k8s.io/v1", "endpointslices", namespace),
+                          labelSelector=f"kubernetes.io/service-name={service}")
+
     def _pages(self, url_path: str) -> list[Obj]:
         out: list[Obj] = []
         token = None

@@ -164,9 +164,12 @@ class RolloutTrace:
             with contextlib.suppress(Exception), self.cluster.api_client() as api:
                 resp = client.CoreV1Api(api).read_namespaced_pod_log(
                     pod, self.namespace, follow=True, _preload_content=False)
+                pending = ""
                 for raw in resp.stream():
-                    for line in raw.decode(errors="replace").splitlines():
-                        self.note(f"log:{pod[-5:]}", line[:400])
+                    pending += raw.decode(errors="replace")
+                    *whole, pending = pending.split("\n")
+                    for line in whole:
+                        self.note(f"log:{pod[-5:]}", line[:2000])
                     if self._stop.is_set():
                         return
 
@@ -190,6 +193,19 @@ class RolloutTrace:
                 last = text
 
     # -- reading -------------------------------------------------------------------------------
+
+    def logged(self, event: str) -> list[dict[str, object]]:
+        """The replicas' JSON log lines of this event, in the order they came."""
+        found = []
+        with self._lock:
+            lines = sorted(self.lines)
+        for _, source, text in lines:
+            if source.startswith("log:") and f'"{event}"' in text:
+                with contextlib.suppress(ValueError):
+                    record = json.loads(text)
+                    if record.get("event") == event:
+                        found.append(record)
+        return found
 
     def around(self, at: float, before: float = 12.0, after: float = 6.0) -> str:
         with self._lock:

@@ -293,11 +293,17 @@ def test_a_rollout_restart_and_a_killed_leader_fail_no_pod_creation_through_the_
         before = len(load.created)
         real.cluster.wait_for(lambda: len(load.created) >= before + 5 * RATE, timeout=60,
                               what="pods admitted after the reconciler was killed")
+        real.cluster.wait_for(lambda: len(trace.logged("drained")) >= 2, timeout=120,
+                              what="both old replicas drained")
     print(f"{len(load.created)} pods admitted during the rollout, {len(load.failures)} "
           f"refused; killed reconciler {killed} of {led}; timeline in {trace.out}")
     for failure in load.failures:
         print(f"----- around {failure[:200]}\n{trace.around(float(failure.split()[0]))}")
+    drained = trace.logged("drained")
+    print(f"drains: {drained}")
     assert load.failures == []
+    # Each replica the rollout stopped answered until the Service's endpoints dropped it.
+    assert [d["why"] for d in drained] == ["drained", "drained"], drained
     for run in made:
         assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded")
         assert len({p.node for p in s.recorder.pods(run["metadata"]["uid"])}) == 1
