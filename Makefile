@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_FLAGS ?=
 
-.PHONY: venv lint unit binaries e2e package test demo demo-real bench bench-scale bench-chaos bench-capacity fuzz compare-faults compare-warm e2e-matrix clean
+.PHONY: venv lint unit binaries e2e package test demo demo-real bench bench-scale bench-chaos bench-capacity bench-rollout fuzz compare-faults compare-warm e2e-matrix clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -102,6 +102,15 @@ bench-capacity: venv
 	$(BIN)/pip install --quiet -e '.[test,bench]'
 	bash e2e/build.sh etcd kubernetes kwok tekton karpenter
 	$(BIN)/python -m bench.capacity $(CAPACITY_FLAGS)
+
+# Pod creations refused while the webhook's replicas are rolled: the real-Service rollout on real
+# nodes (root) and the kwok rollouts, N times each beside two CPU hogs (not part of CI; about 3
+# minutes a real-node rollout). Smaller: make bench-rollout ROLLOUT_FLAGS="--count 5 --which kwok"
+ROLLOUT_FLAGS ?=
+bench-rollout: venv
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	bash e2e/build.sh etcd kubernetes kwok tekton helm realnode
+	$(BIN)/python -m bench.rollout $(ROLLOUT_FLAGS)
 
 # Nodes that go away, with ours and with Tekton's assistant (not part of CI; about 15 minutes).
 # The core e2e subset (pytest -m matrix) on every Kubernetes minor and Tekton LTS line of

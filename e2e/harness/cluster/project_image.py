@@ -97,11 +97,17 @@ def _build(repo: Path) -> Built:
     return Built(name, archive, archive.stat().st_size, seconds)
 
 
+# An archive another session (another checkout) built this recently may be about to be used.
+KEEP_RECENT = 3 * 3600.0
+
+
 def prune(keep: str) -> None:
     """Images of earlier code go (about 550 MiB each, archive and vfs store): the cache holds
-    the last one built, not one per change."""
+    the last one built, and the archives of the last hours (another checkout's tests may be
+    about to use theirs), not one per change."""
     for old in (cache_dir() / "images").glob("tekton-coscheduler-e2e-*.tar"):
-        if old.name != f"tekton-coscheduler-{keep}.tar":
+        if (old.name != f"tekton-coscheduler-{keep}.tar"
+                and time.time() - old.stat().st_mtime > KEEP_RECENT):
             old.unlink(missing_ok=True)
     for image in _buildah("images", "--format", "{{.Name}}:{{.Tag}}").split():
         if image.startswith(f"{REPOSITORY}:") and image != f"{REPOSITORY}:{keep}":
