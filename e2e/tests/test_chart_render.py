@@ -51,6 +51,15 @@ COMBINATIONS = {
               "config.balloon.tolerations": [{"key": "ci", "operator": "Exists"}],
               "nodeSelector": {"pool": "system"}, "priorityClassName": "system-cluster-critical",
               "image.digest": "sha256:" + "a" * 64},
+    # What a cluster's own rules ask of a chart: names, identity, placement, metadata.
+    "fitted": {"fullnameOverride": "ci-anchors",
+               "podSecurityContext": {"runAsUser": 1000680000, "fsGroup": 1000680000},
+               "securityContext": {"readOnlyRootFilesystem": True},
+               "extraEnv": [{"name": "HTTPS_PROXY", "value": "http://proxy:3128"},
+                            {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
+               "podAnnotations": {"example.com/team": "platform"}, "podLabels": {"team": "platform"},
+               "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                                              "whenUnsatisfiable": "ScheduleAnyway"}]},
 }
 
 
@@ -200,6 +209,10 @@ def test_tls_modes() -> None:
         ({"webhook.tls.mode": "secret", "webhook.tls.existingSecret": "x"}, "caBundle"),
         ({"webhook.tls.mode": "secret"}, "existingSecret"),
         ({"image.digest": "latest"}, "digest"),
+        ({"extraEnv": [{"value": "no name"}]}, "name"),
+        ({"extraEnv": [{"name": "X", "valu": "typo"}]}, "valu"),
+        ({"fullnameOverride": "Not_A_Name"}, "fullnameOverride"),
+        ({"podSecurityContext": "restricted"}, "podSecurityContext"),
     ],
 )
 def test_bad_values_are_refused_with_a_reason(values: dict[str, Any], says: str) -> None:
@@ -242,6 +255,91 @@ def test_rbac_is_exactly_what_the_operator_needs() -> None:
     for need in access.REQUIRED:
         needed[need.scope] |= {(need.group, need.resource, v) for v in need.verbs}
     assert granted == needed
+
+
+def fixed_ids(node: Any) -> list[str]:
+    """Every field anywhere in a manifest that fixes a user or group ID."""
+    if isinstance(node, dict):
+        return [*(k for k in node if k in ("runAsUser", "runAsGroup", "fsGroup", "supplementalGroups")),
+                *(f for v in node.values() for f in fixed_ids(v))]
+    if isinstance(node, list):
+        return [f for v in node for f in fixed_ids(v)]
+    return []
+
+
+@pytest.mark.parametrize("values", COMBINATIONS.values(), ids=COMBINATIONS.keys())
+def test_no_user_or_group_is_fixed_unless_asked(values: dict[str, Any]) -> None:
+    """OpenShift's restricted SCC assigns each namespace's pods a UID of its own range and
+    refuses one outside it: the chart fixes none, the image's numeric USER runs elsewhere."""
+    docs = chart.render(values, api_versions=SERVES_POLICIES)
+    asked = [k for k in values.get("podSecurityContext", {}) if k in ("runAsUser", "runAsGroup", "fsGroup")]
+    assert sorted(fixed_ids(docs)) == sorted(asked)
+
+
+def test_security_contexts_are_values_whose_defaults_stay_when_one_is_set() -> None:
+    default = one(chart.render(), "Deployment")["spec"]["template"]["spec"]
+    assert default["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    assert default["containers"][0]["securityContext"] == {
+        "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]}}
+    # as OpenShift would assign (or an administrator pins) a UID: merged with the defaults
+    spec = one(chart.render(COMBINATIONS["fitted"]), "Deployment")["spec"]["template"]["spec"]
+    assert spec["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"},
+                                       "runAsUser": 1000680000, "fsGroup": 1000680000}
+    assert spec["containers"][0]["securityContext"] == default["containers"][0]["securityContext"]
+    # a default taken away (null), another key added
+    spec = one(chart.render({"securityContext": {"readOnlyRootFilesystem": None, "privileged": False}}),
+               "Deployment")["spec"]["template"]["spec"]
+    assert "readOnlyRootFilesystem" not in spec["containers"][0]["securityContext"]
+    assert spec["containers"][0]["securityContext"]["privileged"] is False
+
+
+def test_names_follow_name_and_fullname_overrides() -> None:
+    named = chart.render({"nameOverride": "cosched"})
+    assert one(named, "Deployment")["metadata"]["name"] == f"{chart.RELEASE}-cosched"
+    assert one(named, "Deployment")["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"] == "cosched"
+    docs = chart.render(COMBINATIONS["fitted"])
+    ours = [d for d in docs if d["kind"] != "CustomResourceDefinition"]
+    assert all(d["metadata"]["name"].startswith("ci-anchors") for d in ours), sorted(
+        d["metadata"]["name"] for d in ours)
+    env = env_of(docs)
+    assert env["COSCHEDULER_LEASE_NAME"] == "ci-anchors"
+    assert env["COSCHEDULER_RESERVATION_PRIORITY_CLASS_NAME"] == one(docs, "PriorityClass")["metadata"]["name"]
+    hook = one(docs, "MutatingWebhookConfiguration")["webhooks"][0]
+    assert hook["clientConfig"]["service"]["name"] == one(docs, "Service")["metadata"]["name"] == "ci-anchors"
+    for binding in by_kind(docs, "ClusterRoleBinding") + by_kind(docs, "RoleBinding"):
+        assert binding["subjects"][0]["name"] == one(docs, "ServiceAccount")["metadata"]["name"]
+    assert one(docs, "Secret")["metadata"]["name"] == "ci-anchors-webhook-tls"
+
+
+def test_extra_env_comes_after_the_chart_s_own_and_wins() -> None:
+    docs = chart.render({"extraEnv": [*COMBINATIONS["fitted"]["extraEnv"],
+                                      {"name": "COSCHEDULER_LOG_LEVEL", "value": "DEBUG"}]})
+    env = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert env[-3:] == [*COMBINATIONS["fitted"]["extraEnv"], {"name": "COSCHEDULER_LOG_LEVEL", "value": "DEBUG"}]
+    # the kubelet takes the last of two variables of one name
+    assert [e["value"] for e in env if e["name"] == "COSCHEDULER_LOG_LEVEL"] == ["INFO", "DEBUG"]
+
+
+def test_pod_metadata_priority_and_spread_are_values() -> None:
+    docs = chart.render(COMBINATIONS["fitted"] | {"priorityClassName": "system-cluster-critical"})
+    template = one(docs, "Deployment")["spec"]["template"]
+    assert template["metadata"]["labels"]["team"] == "platform"
+    assert template["metadata"]["annotations"]["example.com/team"] == "platform"
+    assert "checksum/config" in template["metadata"]["annotations"]
+    assert template["spec"]["priorityClassName"] == "system-cluster-critical"
+    selector = one(docs, "Deployment")["spec"]["selector"]["matchLabels"]
+    # a constraint without a selector counts the release's replicas; one with its own keeps it
+    assert template["spec"]["topologySpreadConstraints"] == [
+        {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway",
+         "labelSelector": {"matchLabels": selector}}]
+    own = {"maxSkew": 2, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+           "labelSelector": {"matchLabels": {"x": "y"}}}
+    spec = one(chart.render({"topologySpreadConstraints": [own]}), "Deployment")["spec"]["template"]["spec"]
+    assert spec["topologySpreadConstraints"] == [own]
+    default = one(chart.render(), "Deployment")["spec"]["template"]
+    assert "topologySpreadConstraints" not in default["spec"] and "priorityClassName" not in default["spec"]
+    assert set(default["metadata"]["labels"]) == set(selector)
 
 
 def test_controller_pod_meets_pod_security_restricted() -> None:
