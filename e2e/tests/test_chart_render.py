@@ -82,7 +82,7 @@ def test_default_render_has_what_an_install_needs() -> None:
     kinds = sorted({d["kind"] for d in docs})
     assert kinds == sorted(["ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Deployment",
                             "MutatingWebhookConfiguration", "PodDisruptionBudget", "PriorityClass",
-                            "Role", "RoleBinding", "Secret", "Service", "ServiceAccount"])
+                            "Pod", "Role", "RoleBinding", "Secret", "Service", "ServiceAccount"])
     assert one(docs, "Deployment")["spec"]["replicas"] == 2
     reservation = one(docs, "PriorityClass")  # capacity-aware anchoring's reservation pods
     assert (reservation["value"], reservation["preemptionPolicy"]) == (-5, "Never")
@@ -272,8 +272,8 @@ def test_no_user_or_group_is_fixed_unless_asked(values: dict[str, Any]) -> None:
     """OpenShift's restricted SCC assigns each namespace's pods a UID of its own range and
     refuses one outside it: the chart fixes none, the image's numeric USER runs elsewhere."""
     docs = chart.render(values, api_versions=SERVES_POLICIES)
-    asked = [k for k in values.get("podSecurityContext", {}) if k in ("runAsUser", "runAsGroup", "fsGroup")]
-    assert sorted(fixed_ids(docs)) == sorted(asked)
+    asked = {k for k in values.get("podSecurityContext", {}) if k in ("runAsUser", "runAsGroup", "fsGroup")}
+    assert set(fixed_ids(docs)) == asked
 
 
 def test_security_contexts_are_values_whose_defaults_stay_when_one_is_set() -> None:
@@ -340,6 +340,27 @@ def test_pod_metadata_priority_and_spread_are_values() -> None:
     default = one(chart.render(), "Deployment")["spec"]["template"]
     assert "topologySpreadConstraints" not in default["spec"] and "priorityClassName" not in default["spec"]
     assert set(default["metadata"]["labels"]) == set(selector)
+
+
+def test_helm_test_runs_check_as_the_operator_with_its_settings() -> None:
+    docs = chart.render(COMBINATIONS["fitted"] | {"imagePullSecrets": [{"name": "pull"}]})
+    (pod,) = by_kind(docs, "Pod")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    spec, deployment = pod["spec"], one(docs, "Deployment")["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    (controller,) = deployment["containers"]
+    assert container["args"] == ["check"] and container["image"] == controller["image"]
+    assert spec["restartPolicy"] == "Never"  # check's exit status is the test's verdict
+    assert spec["serviceAccountName"] == deployment["serviceAccountName"]
+    assert spec["automountServiceAccountToken"] is True
+    assert container["env"] == controller["env"]  # the same settings, extraEnv included
+    assert spec["imagePullSecrets"] == [{"name": "pull"}]
+    assert spec["securityContext"] == deployment["securityContext"]
+    assert container["securityContext"] == controller["securityContext"]
+    # no selector of the controller's (Service, budget, Deployment) takes it for a replica
+    selector = one(docs, "Deployment")["spec"]["selector"]["matchLabels"]
+    assert not selector.items() <= pod["metadata"]["labels"].items()
+    assert not one(docs, "Service")["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
 
 
 def test_controller_pod_meets_pod_security_restricted() -> None:

@@ -21,6 +21,7 @@ from kubernetes import client
 
 from controller.core import names
 from controller.core.balloon import balloon_name
+from e2e.harness import chart
 from e2e.harness import real as real_
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import BinaryNotFound, realhost, realimages, realnode
@@ -143,6 +144,29 @@ def test_the_image_runs_as_the_chart_promises(real: Real) -> None:
     size = real.image.size_bytes / 2**20
     print(f"the image: {size:.0f} MiB")
     assert size < 400
+
+
+def test_helm_test_runs_check_under_the_operator_s_account(real: Real) -> None:
+    """`helm test` runs `check` in a pod of the image, as the operator's ServiceAccount: it
+    passes on a good install, and fails once that account lost a permission it needs."""
+    install(real, "policy")
+    kubeconfig = real.cluster.kubeconfig
+    passed = chart.run_helm(["test", chart.RELEASE, "--namespace", NAMESPACE, "--logs"],
+                            kubeconfig=kubeconfig)
+    assert "Phase:          Succeeded" in passed.stdout and "verdict: ready" in passed.stdout
+    with real.cluster.api_client() as api:
+        rbac = client.RbacAuthorizationV1Api(api)
+        binding = rbac.read_cluster_role_binding(FULLNAME)
+        rbac.delete_cluster_role_binding(FULLNAME)
+        try:
+            failed = chart.run_helm(["test", chart.RELEASE, "--namespace", NAMESPACE, "--logs"],
+                                    kubeconfig=kubeconfig, check=False)
+        finally:
+            binding.metadata = client.V1ObjectMeta(name=FULLNAME, labels=binding.metadata.labels,
+                                                   annotations=binding.metadata.annotations)
+            rbac.create_cluster_role_binding(binding)
+    assert failed.returncode != 0, failed.stdout
+    assert "Failed" in failed.stdout + failed.stderr
 
 
 def test_the_chart_s_replicas_run_lead_and_serve_metrics_through_their_service(real: Real) -> None:

@@ -86,3 +86,71 @@ v1beta1
 v1
 {{- end -}}
 {{- end -}}
+
+
+{{- /* The controller's environment: the settings the chart decides (each a COSCHEDULER_*
+variable), then extraEnv. The Deployment's container and `helm test`'s check pod share it. */}}
+{{- define "tcs.env" -}}
+{{- $webhook := eq (include "tcs.admissionMode" .) "webhook" -}}
+- name: POD_NAME
+  valueFrom: {fieldRef: {fieldPath: metadata.name}}
+- name: POD_NAMESPACE
+  valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
+{{- $c := .Values.config }}
+{{- $b := .Values.config.balloon }}
+{{- $env := dict
+    "NAMESPACE_LABEL" $c.namespaceLabel
+    "NAMESPACE_LABEL_VALUE" $c.namespaceLabelValue
+    "TOPOLOGY_KEY" $c.topologyKey
+    "ISOLATION" $c.isolation
+    "TEKTON_NAMESPACE" $c.tektonNamespace
+    "IGNORE_TEKTON_ASSISTANT" $c.ignoreTektonAssistant
+    "RESYNC_INTERVAL" $c.resyncInterval
+    "RESYNC_SETTLED_ROUNDS" $c.resyncSettledRounds
+    "BALLOON_STUCK_AFTER" $c.balloonStuckAfter
+    "POD_STUCK_AFTER" $c.podStuckAfter
+    "API_TIMEOUT" $c.apiTimeout
+    "LEASE_DURATION" $c.leaseDuration
+    "SHUTDOWN_DRAIN_SECONDS" $c.shutdownDrainSeconds
+    "RECONCILE" true
+    "LOG_LEVEL" $c.logLevel
+    "LOG_FORMAT" $c.logFormat
+    "CAPACITY_ANCHOR" $c.capacity.anchor
+    "CAPACITY_WAIT_SECONDS" $c.capacity.waitSeconds
+    "CLUSTER_AUTOSCALER" $c.capacity.clusterAutoscaler
+    "WARM_IMAGES" $c.warm.images
+    "RESERVATION_PRIORITY_CLASS_NAME" (printf "%s-reservation" (include "tcs.fullname" .))
+    "BALLOON_IMAGE" $b.image
+    "BALLOON_RESOURCES" (toJson $b.resources)
+    "BALLOON_NODE_SELECTOR" (toJson $b.nodeSelector)
+    "BALLOON_TOLERATIONS" (toJson $b.tolerations)
+    "BALLOON_IMAGE_PULL_SECRETS" (toJson $b.imagePullSecrets)
+    "WEBHOOK_HOST" "0.0.0.0"
+    "WEBHOOK_PORT" (ternary .Values.webhook.port 0 $webhook)
+    "WEBHOOK_CERT_CHECK_INTERVAL" .Values.webhook.certCheckInterval
+    "ADMISSION_MODE" (include "tcs.admissionMode" .)
+    "GATE_UNTIL_ANCHORED" .Values.admission.gateUntilAnchored
+    "ADMISSION_POLICY_NAME" (include "tcs.fullname" .)
+    "ADMISSION_POLICY_VERSION" (include "tcs.admissionPolicyVersion" .)
+    "METRICS_HOST" "0.0.0.0"
+    "METRICS_PORT" .Values.metrics.port
+    "HEALTH_PORT" .Values.health.port
+    "LEADER_ELECTION" true
+    "LEASE_NAME" (include "tcs.fullname" .)
+}}
+{{- if $webhook }}
+{{- $_ := set $env "WEBHOOK_CERT_FILE" "/tls/tls.crt" }}
+{{- $_ := set $env "WEBHOOK_KEY_FILE" "/tls/tls.key" }}
+{{- end }}
+{{- range $key := keys $env | sortAlpha }}
+- name: COSCHEDULER_{{ $key }}
+  value: {{ get $env $key | toString | quote }}
+{{- end }}
+{{- with $b.priorityClassName }}
+- name: COSCHEDULER_BALLOON_PRIORITY_CLASS_NAME
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.extraEnv }}
+{{- toYaml . | nindent 12 }}
+{{- end }}
+{{- end -}}
