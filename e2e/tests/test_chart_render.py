@@ -50,7 +50,7 @@ COMBINATIONS = {
               "config.balloon.priorityClassName": "ci-anchors",
               "config.balloon.tolerations": [{"key": "ci", "operator": "Exists"}],
               "nodeSelector": {"pool": "system"}, "priorityClassName": "system-cluster-critical",
-              "image.digest": "sha256:" + "a" * 64},
+              "image.digest": "sha256:" + "a" * 64, "webhook.tls.mode": "controller"},
     # What a cluster's own rules ask of a chart: names, identity, placement, metadata.
     "fitted": {"fullnameOverride": "ci-anchors",
                "podSecurityContext": {"runAsUser": 1000680000, "fsGroup": 1000680000},
@@ -196,6 +196,35 @@ def test_tls_modes() -> None:
     assert {"name": "tls", "secret": {"secretName": "my-tls"}} in volumes
 
 
+def test_controller_tls_mode_renders_no_certificate_so_a_re_rendering_changes_nothing() -> None:
+    """`generate` makes a new CA at each `helm template` (lookup finds nothing there): the
+    GitOps trap. In `controller` mode the rendering holds no key, no certificate and no
+    caBundle; the controller keeps them in the Secret its settings name."""
+    generated = [one(chart.render(), "Secret")["data"]["ca.crt"] for _ in range(2)]
+    assert generated[0] != generated[1]
+    first, second = (chart.render({"webhook.tls.mode": "controller"}) for _ in range(2))
+    assert first == second
+    assert by_kind(first, "Secret") == [] and "Certificate" not in {d["kind"] for d in first}
+    hooks = one(first, "MutatingWebhookConfiguration")["webhooks"]
+    assert all("caBundle" not in h["clientConfig"] for h in hooks)
+    env = env_of(first)
+    assert env["COSCHEDULER_WEBHOOK_TLS_SECRET"] == f"{chart.RELEASE}-tekton-coscheduler-webhook-tls"
+    assert env["COSCHEDULER_WEBHOOK_CONFIGURATION"] == one(first, "MutatingWebhookConfiguration")["metadata"]["name"]
+    assert env["COSCHEDULER_WEBHOOK_CERT_FILE"].startswith("/tmp/")  # the pod's writable emptyDir
+    pod = one(first, "Deployment")["spec"]["template"]["spec"]
+    assert [v["name"] for v in pod["volumes"]] == ["tmp"]
+    # the grants name the two objects where the verb allows it
+    rules = [r for role in by_kind(first, "ClusterRole") + by_kind(first, "Role") for r in role["rules"]
+             if r["resources"] in (["secrets"], ["mutatingwebhookconfigurations"])]
+    assert sorted((r["resources"][0], tuple(r["verbs"]), tuple(r.get("resourceNames", ()))) for r in rules) == [
+        ("mutatingwebhookconfigurations", ("get", "patch"), (f"{chart.RELEASE}-tekton-coscheduler",)),
+        ("secrets", ("create",), ()),
+        ("secrets", ("get",), (f"{chart.RELEASE}-tekton-coscheduler-webhook-tls",))]
+    # policy mode has no webhook: nothing to keep, nothing granted
+    policy = chart.render({"webhook.tls.mode": "controller", "admission.mode": "policy"})
+    assert env_of(policy)["COSCHEDULER_WEBHOOK_TLS_SECRET"] == ""
+
+
 @pytest.mark.parametrize(
     ("values", "says"),
     [
@@ -238,8 +267,9 @@ def test_every_operator_setting_is_a_chart_value(monkeypatch: pytest.MonkeyPatch
     assert Settings().balloon_tolerations[0].key == "ci"
 
 
-def test_rbac_is_exactly_what_the_operator_needs() -> None:
-    docs = chart.render()
+@pytest.mark.parametrize("tls", ["generate", "controller"])
+def test_rbac_is_exactly_what_the_operator_needs(tls: str) -> None:
+    docs = chart.render({"webhook.tls.mode": tls})
     granted: dict[str, set[tuple[str, str, str]]] = {"cluster": set(), "tekton": set(), "own": set()}
     for kind, scope_of in (("ClusterRole", lambda d: "cluster"),
                            ("Role", lambda d: "tekton" if d["metadata"]["namespace"] == "tekton-pipelines" else "own")):
@@ -252,7 +282,7 @@ def test_rbac_is_exactly_what_the_operator_needs() -> None:
                         for v in rule["verbs"]:
                             granted[scope_of(role)].add((g, r, v))
     needed: dict[str, set[tuple[str, str, str]]] = {"cluster": set(), "tekton": set(), "own": set()}
-    for need in access.REQUIRED:
+    for need in (*access.REQUIRED, *(access.SELF_MANAGED_TLS if tls == "controller" else ())):
         needed[need.scope] |= {(need.group, need.resource, v) for v in need.verbs}
     assert granted == needed
 

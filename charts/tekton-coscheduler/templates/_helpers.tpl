@@ -56,6 +56,14 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 {{- end -}}
 
+{{- /* "true" when the controller keeps the webhook's certificate itself (webhook.tls.mode
+controller, in admission mode webhook), "" otherwise. */}}
+{{- define "tcs.selfManagedTLS" -}}
+{{- if and (eq (include "tcs.admissionMode" .) "webhook") (eq .Values.webhook.tls.mode "controller") -}}
+true
+{{- end -}}
+{{- end -}}
+
 {{- define "tcs.serviceHost" -}}
 {{- printf "%s.%s.svc" (include "tcs.fullname" .) .Release.Namespace -}}
 {{- end -}}
@@ -138,7 +146,15 @@ variable), then extraEnv. The Deployment's container and `helm test`'s check pod
     "LEADER_ELECTION" true
     "LEASE_NAME" (include "tcs.fullname" .)
 }}
-{{- if $webhook }}
+{{- $_ := set $env "WEBHOOK_TLS_SECRET" "" }}
+{{- $_ := set $env "WEBHOOK_CONFIGURATION" "" }}
+{{- if include "tcs.selfManagedTLS" . }}
+{{- /* The server keeps its certificate in the Secret and writes it where it reads it. */}}
+{{- $_ := set $env "WEBHOOK_TLS_SECRET" (include "tcs.tlsSecretName" .) }}
+{{- $_ := set $env "WEBHOOK_CONFIGURATION" (include "tcs.fullname" .) }}
+{{- $_ := set $env "WEBHOOK_CERT_FILE" "/tmp/tls/tls.crt" }}
+{{- $_ := set $env "WEBHOOK_KEY_FILE" "/tmp/tls/tls.key" }}
+{{- else if $webhook }}
 {{- $_ := set $env "WEBHOOK_CERT_FILE" "/tls/tls.crt" }}
 {{- $_ := set $env "WEBHOOK_KEY_FILE" "/tls/tls.key" }}
 {{- end }}
