@@ -167,6 +167,6 @@ variable), then extraEnv. The Deployment's container and `helm test`'s check pod
   value: {{ . | quote }}
 {{- end }}
 {{- with .Values.extraEnv }}
-{{- toYaml . | nindent 12 }}
+{{- toYaml . | nindent 0 }}
 {{- end }}
 {{- end -}}
