@@ -40,10 +40,11 @@ def reconciler_env(metrics_port: int) -> dict[str, str]:
     return env
 
 
-async def keep_own_certificate(settings: Settings, kube: Kube, attempts: int = 5) -> None:
+async def keep_own_certificate(settings: Settings, kube: Kube, attempts: int = 15) -> None:
     """The certificate the server keeps in its Secret (kube/webhook_tls.py), written to its
-    files before it serves. A few tries, for an API server still coming up; then the error ends
-    the process, and the kubelet's restarts and the pod's status say so."""
+    files before it serves. Tried for half a minute (an API server still coming up, a GitOps
+    sync that applies the webhook configuration after the Deployment); then the error ends the
+    process, and the kubelet's restarts and the pod's status say so."""
     assert settings.webhook_cert_file and settings.webhook_key_file  # Settings insists
     namespace = settings.leader_election_namespace or default_namespace()
     for attempt in range(1, attempts + 1):
