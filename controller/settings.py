@@ -72,6 +72,12 @@ class Settings(BaseSettings):
     webhook_cert_file: Path | None = None
     webhook_key_file: Path | None = None
     webhook_cert_check_interval: float = Field(default=10.0, gt=0)
+    # The server keeps its own certificate (the chart's `controller` TLS mode,
+    # kube/webhook_tls.py): a CA and a certificate in this Secret of the pod's namespace, made
+    # at start when absent and written to the cert and key files; its CA set as the caBundle of
+    # this MutatingWebhookConfiguration. Empty: the files are given (a secret volume).
+    webhook_tls_secret: ObjectName | Literal[""] = ""
+    webhook_configuration: ObjectName | Literal[""] = ""
     metrics_host: str = "0.0.0.0"
     metrics_port: int = Field(default=9090, ge=0, le=65535)
     health_port: int = Field(default=8080, ge=0, le=65535)
@@ -131,6 +137,11 @@ class Settings(BaseSettings):
     def _cert_pair(self) -> Settings:
         if (self.webhook_cert_file is None) != (self.webhook_key_file is None):
             raise ValueError("webhook_cert_file and webhook_key_file must be set together")
+        if bool(self.webhook_tls_secret) != bool(self.webhook_configuration):
+            raise ValueError("webhook_tls_secret and webhook_configuration must be set together")
+        if self.webhook_tls_secret and self.webhook_cert_file is None:
+            raise ValueError("webhook_tls_secret needs webhook_cert_file and webhook_key_file: "
+                             "where the server writes the certificate it keeps")
         return self
 
 

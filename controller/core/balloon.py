@@ -20,7 +20,6 @@ NAME_PREFIX = "coschedule-"
 HOSTNAME = "kubernetes.io/hostname"
 # The StatefulSet controller labels pods with "<name>-<10 char hash>"; labels stop at 63.
 MAX_NAME = 52
-BALLOON_UID = 65532
 
 
 def balloon_name(run_uid: str) -> str:
@@ -114,10 +113,10 @@ def plan(
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": 1,
+        # No user or group fixed: the pause image's numeric USER (65535) runs, or the UID the
+        # cluster assigns (OpenShift's restricted SCC refuses one outside the namespace's range).
         "securityContext": {
             "runAsNonRoot": True,
-            "runAsUser": BALLOON_UID,
-            "runAsGroup": BALLOON_UID,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "containers": [

@@ -19,10 +19,13 @@ import sys
 import aiohttp
 import structlog
 
+from controller.core.names import APP, LABEL_MANAGED_BY
 from controller.faces import drain, probes, supervise, webhook
+from controller.kube import webhook_tls
 from controller.kube.client import Kube
 from controller.kube.clusterview import ClusterView
 from controller.kube.connection import load_client_config, named_flags
+from controller.kube.leadership import default_namespace
 from controller.metrics import Metrics
 from controller.settings import ENV_PREFIX, Settings
 
@@ -43,6 +46,28 @@ def reconciler_argv() -> list[str]:
     return [sys.executable, "-m", "controller", *named_flags(), "reconcile"]
 
 
+async def keep_own_certificate(settings: Settings, kube: Kube, attempts: int = 15) -> None:
+    """The certificate the server keeps in its Secret (kube/webhook_tls.py), written to its
+    files before it serves. Tried for half a minute (an API server still coming up, a GitOps
+    sync that applies the webhook configuration after the Deployment); then the error ends the
+    process, and the kubelet's restarts and the pod's status say so."""
+    assert settings.webhook_cert_file and settings.webhook_key_file  # Settings insists
+    namespace = settings.leader_election_namespace or default_namespace()
+    for attempt in range(1, attempts + 1):
+        try:
+            pair = await asyncio.to_thread(
+                webhook_tls.ensure, kube, namespace, settings.webhook_tls_secret,
+                settings.webhook_configuration, {LABEL_MANAGED_BY: APP})
+            break
+        except Exception as exc:  # the API, RBAC, a Secret not ours: all worth a retry
+            if attempt == attempts:
+                raise
+            log.warning("webhook certificate not ready; trying again", error=str(exc),
+                        attempt=attempt)
+            await asyncio.sleep(2)
+    webhook_tls.write(pair, settings.webhook_cert_file, settings.webhook_key_file)
+
+
 async def run(settings: Settings) -> int:
     metrics = Metrics()
     kube = Kube(load_client_config(), timeout=settings.api_timeout, metrics=metrics)
@@ -50,6 +75,8 @@ async def run(settings: Settings) -> int:
     view.start()
 
     tls = None
+    if settings.webhook_tls_secret and settings.webhook_port:
+        await keep_own_certificate(settings, kube)
     if settings.webhook_cert_file and settings.webhook_key_file:
         tls = webhook.ReloadingTLS(settings.webhook_cert_file, settings.webhook_key_file)
     elif settings.webhook_port:

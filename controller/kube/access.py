@@ -106,3 +106,13 @@ REQUIRED: tuple[Access, ...] = (
         scope="own",
     ),
 )
+
+# The chart's `controller` TLS mode (kube/webhook_tls.py) needs these too, each limited by the
+# chart to the one object's name where the verb allows (a create cannot be).
+SELF_MANAGED_TLS: tuple[Access, ...] = (
+    Access("", "secrets", ("get", "create"),
+           "webhook.tls.mode controller: the Secret keeping the webhook's CA and certificate",
+           scope="own"),
+    Access("admissionregistration.k8s.io", "mutatingwebhookconfigurations", ("get", "patch"),
+           "webhook.tls.mode controller: the CA in the webhook configuration's caBundle"),
+)

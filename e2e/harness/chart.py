@@ -16,6 +16,7 @@ loopback address, which the API server dials, as an extra IP SAN).
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
@@ -28,6 +29,8 @@ from urllib.parse import urlsplit
 
 import yaml
 from kubernetes import client
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import NotFoundError
 
 from e2e.harness.cluster import ClusterHandle, find_binary, read_versions
 
@@ -78,6 +81,9 @@ def render(
     values: Mapping[str, Any] | None = None,
     namespace: str = NAMESPACE,
     api_versions: Sequence[str] = (),
+    *,
+    release: str = RELEASE,
+    crds: bool = True,
 ) -> list[dict[str, Any]]:
     """helm template; api_versions are what the API server would serve beyond helm's defaults
     (for example admissionregistration.k8s.io/v1/MutatingAdmissionPolicy)."""
@@ -85,11 +91,11 @@ def render(
     out = run_helm(
         [
             "template",
-            RELEASE,
+            release,
             str(CHART),
             "--namespace",
             namespace,
-            "--include-crds",
+            *(["--include-crds"] if crds else []),
             "--kube-version",
             KUBE_VERSION,
             *extra,
@@ -97,6 +103,35 @@ def render(
         ]
     )
     return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def apply(cluster: ClusterHandle, docs: Sequence[Mapping[str, Any]],
+          manager: str = "gitops") -> None:
+    """What `kubectl apply --server-side` (and Argo CD's server-side sync) does with a rendering:
+    each object applied under one field manager, conflicts forced."""
+    with cluster.api_client() as api:
+        dynamic = DynamicClient(api)
+        for doc in docs:
+            resource = dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+            dynamic.server_side_apply(resource, body=dict(doc), field_manager=manager,
+                                      force_conflicts=True)
+
+
+def delete(cluster: ClusterHandle, docs: Sequence[Mapping[str, Any]]) -> None:
+    """Deletes what apply() applied (those still there)."""
+    with cluster.api_client() as api:
+        dynamic = DynamicClient(api)
+        for doc in reversed(docs):
+            resource = dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+            meta = doc["metadata"]
+            with contextlib.suppress(NotFoundError):
+                dynamic.delete(resource, name=meta["name"], namespace=meta.get("namespace"))
+
+
+def hooks_left_out(docs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rendering without Helm's hooks (`helm test`'s pod): what a GitOps sync applies."""
+    return [d for d in docs
+            if "helm.sh/hook" not in (d.get("metadata", {}).get("annotations") or {})]
 
 
 def post_renderer_argv() -> list[str]:
@@ -208,6 +243,12 @@ def service_account_kubeconfig(
     path.write_text(yaml.safe_dump(config))
     path.chmod(0o600)
     return path
+
+
+def for_host_replica(docs: list[dict[str, Any]], webhook_url: str) -> list[dict[str, Any]]:
+    """What the post-renderer makes of a rendering: no Deployment, the webhook configuration
+    pointed at a replica on this host (its caBundle, if the chart gave one, kept)."""
+    return _post_render(docs, webhook_url, "")
 
 
 def _post_render(

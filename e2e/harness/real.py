@@ -47,7 +47,8 @@ class Real:
     nodes: realnode.RealNodes
     image: project_image.Built
     registry: LabRegistry
-    mode: str = ""  # the admission mode the chart is installed in ("": not installed)
+    # the admission mode the chart is installed in, and its further values ("": not installed)
+    mode: str = ""
 
 
 @dataclass(frozen=True)
@@ -124,12 +125,13 @@ def namespace(real: Real, name: str, labels: Mapping[str, str] | None = None) ->
     return name
 
 
-def install(real: Real, mode: str) -> None:
+def install(real: Real, mode: str, values: Mapping[str, Any] | None = None) -> None:
     """The chart with the project's image and the pull secret for its pods and the balloons'
-    (in each team's namespace: namespace()), in this admission mode (once: asking for the
-    other mode uninstalls and installs again), its two replicas Ready. The webhook, in webhook
-    mode, is reached through the chart's Service with the chart's TLS."""
-    if real.mode == mode:
+    (in each team's namespace: namespace()), in this admission mode and with these further
+    values (once: asking for others uninstalls and installs again), its two replicas Ready. The
+    webhook, in webhook mode, is reached through the chart's Service with the chart's TLS."""
+    wanted = mode + (f" {json.dumps(values, sort_keys=True)}" if values else "")
+    if real.mode == wanted:
         return
     if real.mode:
         chart.uninstall(real.cluster)
@@ -143,8 +145,8 @@ def install(real: Real, mode: str) -> None:
     chart.install(real.cluster, "", "", {
         "admission.mode": mode, "image.repository": image_repository, "image.tag": tag,
         "image.pullPolicy": "IfNotPresent", "imagePullSecrets": secrets,
-        "config.balloon.imagePullSecrets": secrets}, keep_deployment=True)
-    real.mode = mode
+        "config.balloon.imagePullSecrets": secrets, **(values or {})}, keep_deployment=True)
+    real.mode = wanted
     realnode.wait_pods_ready(real.cluster, NAMESPACE, SELECTOR, 2, timeout=180)
 
 

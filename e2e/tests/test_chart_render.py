@@ -54,7 +54,16 @@ COMBINATIONS = {
               "config.balloon.priorityClassName": "ci-anchors",
               "config.balloon.tolerations": [{"key": "ci", "operator": "Exists"}],
               "nodeSelector": {"pool": "system"}, "priorityClassName": "system-cluster-critical",
-              "image.digest": "sha256:" + "a" * 64},
+              "image.digest": "sha256:" + "a" * 64, "webhook.tls.mode": "controller"},
+    # What a cluster's own rules ask of a chart: names, identity, placement, metadata.
+    "fitted": {"fullnameOverride": "ci-anchors",
+               "podSecurityContext": {"runAsUser": 1000680000, "fsGroup": 1000680000},
+               "securityContext": {"readOnlyRootFilesystem": True},
+               "extraEnv": [{"name": "HTTPS_PROXY", "value": "http://proxy:3128"},
+                            {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
+               "podAnnotations": {"example.com/team": "platform"}, "podLabels": {"team": "platform"},
+               "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                                              "whenUnsatisfiable": "ScheduleAnyway"}]},
 }
 
 
@@ -77,7 +86,7 @@ def test_default_render_has_what_an_install_needs() -> None:
     kinds = sorted({d["kind"] for d in docs})
     assert kinds == sorted(["ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Deployment",
                             "MutatingWebhookConfiguration", "PodDisruptionBudget", "PriorityClass",
-                            "Role", "RoleBinding", "Secret", "Service", "ServiceAccount"])
+                            "Pod", "Role", "RoleBinding", "Secret", "Service", "ServiceAccount"])
     assert one(docs, "Deployment")["spec"]["replicas"] == 2
     reservation = one(docs, "PriorityClass")  # capacity-aware anchoring's reservation pods
     assert (reservation["value"], reservation["preemptionPolicy"]) == (-5, "Never")
@@ -228,6 +237,35 @@ def test_tls_modes() -> None:
     assert {"name": "tls", "secret": {"secretName": "my-tls"}} in volumes
 
 
+def test_controller_tls_mode_renders_no_certificate_so_a_re_rendering_changes_nothing() -> None:
+    """`generate` makes a new CA at each `helm template` (lookup finds nothing there): the
+    GitOps trap. In `controller` mode the rendering holds no key, no certificate and no
+    caBundle; the controller keeps them in the Secret its settings name."""
+    generated = [one(chart.render(), "Secret")["data"]["ca.crt"] for _ in range(2)]
+    assert generated[0] != generated[1]
+    first, second = (chart.render({"webhook.tls.mode": "controller"}) for _ in range(2))
+    assert first == second
+    assert by_kind(first, "Secret") == [] and "Certificate" not in {d["kind"] for d in first}
+    hooks = one(first, "MutatingWebhookConfiguration")["webhooks"]
+    assert all("caBundle" not in h["clientConfig"] for h in hooks)
+    env = env_of(first)
+    assert env["COSCHEDULER_WEBHOOK_TLS_SECRET"] == f"{chart.RELEASE}-tekton-coscheduler-webhook-tls"
+    assert env["COSCHEDULER_WEBHOOK_CONFIGURATION"] == one(first, "MutatingWebhookConfiguration")["metadata"]["name"]
+    assert env["COSCHEDULER_WEBHOOK_CERT_FILE"].startswith("/tmp/")  # the pod's writable emptyDir
+    pod = one(first, "Deployment")["spec"]["template"]["spec"]
+    assert [v["name"] for v in pod["volumes"]] == ["tmp"]
+    # the grants name the two objects where the verb allows it
+    rules = [r for role in by_kind(first, "ClusterRole") + by_kind(first, "Role") for r in role["rules"]
+             if r["resources"] in (["secrets"], ["mutatingwebhookconfigurations"])]
+    assert sorted((r["resources"][0], tuple(r["verbs"]), tuple(r.get("resourceNames", ()))) for r in rules) == [
+        ("mutatingwebhookconfigurations", ("get", "patch"), (f"{chart.RELEASE}-tekton-coscheduler",)),
+        ("secrets", ("create",), ()),
+        ("secrets", ("get",), (f"{chart.RELEASE}-tekton-coscheduler-webhook-tls",))]
+    # policy mode has no webhook: nothing to keep, nothing granted
+    policy = chart.render({"webhook.tls.mode": "controller", "admission.mode": "policy"})
+    assert env_of(policy)["COSCHEDULER_WEBHOOK_TLS_SECRET"] == ""
+
+
 @pytest.mark.parametrize(
     ("values", "says"),
     [
@@ -241,6 +279,10 @@ def test_tls_modes() -> None:
         ({"webhook.tls.mode": "secret", "webhook.tls.existingSecret": "x"}, "caBundle"),
         ({"webhook.tls.mode": "secret"}, "existingSecret"),
         ({"image.digest": "latest"}, "digest"),
+        ({"extraEnv": [{"value": "no name"}]}, "name"),
+        ({"extraEnv": [{"name": "X", "valu": "typo"}]}, "valu"),
+        ({"fullnameOverride": "Not_A_Name"}, "fullnameOverride"),
+        ({"podSecurityContext": "restricted"}, "podSecurityContext"),
     ],
 )
 def test_bad_values_are_refused_with_a_reason(values: dict[str, Any], says: str) -> None:
@@ -266,8 +308,9 @@ def test_every_operator_setting_is_a_chart_value(monkeypatch: pytest.MonkeyPatch
     assert Settings().balloon_tolerations[0].key == "ci"
 
 
-def test_rbac_is_exactly_what_the_operator_needs() -> None:
-    docs = chart.render()
+@pytest.mark.parametrize("tls", ["generate", "controller"])
+def test_rbac_is_exactly_what_the_operator_needs(tls: str) -> None:
+    docs = chart.render({"webhook.tls.mode": tls})
     granted: dict[str, set[tuple[str, str, str]]] = {"cluster": set(), "tekton": set(), "own": set()}
     for kind, scope_of in (("ClusterRole", lambda d: "cluster"),
                            ("Role", lambda d: "tekton" if d["metadata"]["namespace"] == "tekton-pipelines" else "own")):
@@ -280,9 +323,115 @@ def test_rbac_is_exactly_what_the_operator_needs() -> None:
                         for v in rule["verbs"]:
                             granted[scope_of(role)].add((g, r, v))
     needed: dict[str, set[tuple[str, str, str]]] = {"cluster": set(), "tekton": set(), "own": set()}
-    for need in access.REQUIRED:
+    for need in (*access.REQUIRED, *(access.SELF_MANAGED_TLS if tls == "controller" else ())):
         needed[need.scope] |= {(need.group, need.resource, v) for v in need.verbs}
     assert granted == needed
+
+
+def fixed_ids(node: Any) -> list[str]:
+    """Every field anywhere in a manifest that fixes a user or group ID."""
+    if isinstance(node, dict):
+        return [*(k for k in node if k in ("runAsUser", "runAsGroup", "fsGroup", "supplementalGroups")),
+                *(f for v in node.values() for f in fixed_ids(v))]
+    if isinstance(node, list):
+        return [f for v in node for f in fixed_ids(v)]
+    return []
+
+
+@pytest.mark.parametrize("values", COMBINATIONS.values(), ids=COMBINATIONS.keys())
+def test_no_user_or_group_is_fixed_unless_asked(values: dict[str, Any]) -> None:
+    """OpenShift's restricted SCC assigns each namespace's pods a UID of its own range and
+    refuses one outside it: the chart fixes none, the image's numeric USER runs elsewhere."""
+    docs = chart.render(values, api_versions=SERVES_POLICIES)
+    asked = {k for k in values.get("podSecurityContext", {}) if k in ("runAsUser", "runAsGroup", "fsGroup")}
+    assert set(fixed_ids(docs)) == asked
+
+
+def test_security_contexts_are_values_whose_defaults_stay_when_one_is_set() -> None:
+    default = one(chart.render(), "Deployment")["spec"]["template"]["spec"]
+    assert default["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    assert default["containers"][0]["securityContext"] == {
+        "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]}}
+    # as OpenShift would assign (or an administrator pins) a UID: merged with the defaults
+    spec = one(chart.render(COMBINATIONS["fitted"]), "Deployment")["spec"]["template"]["spec"]
+    assert spec["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"},
+                                       "runAsUser": 1000680000, "fsGroup": 1000680000}
+    assert spec["containers"][0]["securityContext"] == default["containers"][0]["securityContext"]
+    # a default taken away (null), another key added
+    spec = one(chart.render({"securityContext": {"readOnlyRootFilesystem": None, "privileged": False}}),
+               "Deployment")["spec"]["template"]["spec"]
+    assert "readOnlyRootFilesystem" not in spec["containers"][0]["securityContext"]
+    assert spec["containers"][0]["securityContext"]["privileged"] is False
+
+
+def test_names_follow_name_and_fullname_overrides() -> None:
+    named = chart.render({"nameOverride": "cosched"})
+    assert one(named, "Deployment")["metadata"]["name"] == f"{chart.RELEASE}-cosched"
+    assert one(named, "Deployment")["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"] == "cosched"
+    docs = chart.render(COMBINATIONS["fitted"])
+    ours = [d for d in docs if d["kind"] != "CustomResourceDefinition"]
+    assert all(d["metadata"]["name"].startswith("ci-anchors") for d in ours), sorted(
+        d["metadata"]["name"] for d in ours)
+    env = env_of(docs)
+    assert env["COSCHEDULER_LEASE_NAME"] == "ci-anchors"
+    assert env["COSCHEDULER_RESERVATION_PRIORITY_CLASS_NAME"] == one(docs, "PriorityClass")["metadata"]["name"]
+    hook = one(docs, "MutatingWebhookConfiguration")["webhooks"][0]
+    assert hook["clientConfig"]["service"]["name"] == one(docs, "Service")["metadata"]["name"] == "ci-anchors"
+    for binding in by_kind(docs, "ClusterRoleBinding") + by_kind(docs, "RoleBinding"):
+        assert binding["subjects"][0]["name"] == one(docs, "ServiceAccount")["metadata"]["name"]
+    assert one(docs, "Secret")["metadata"]["name"] == "ci-anchors-webhook-tls"
+
+
+def test_extra_env_comes_after_the_chart_s_own_and_wins() -> None:
+    docs = chart.render({"extraEnv": [*COMBINATIONS["fitted"]["extraEnv"],
+                                      {"name": "COSCHEDULER_LOG_LEVEL", "value": "DEBUG"}]})
+    env = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert env[-3:] == [*COMBINATIONS["fitted"]["extraEnv"], {"name": "COSCHEDULER_LOG_LEVEL", "value": "DEBUG"}]
+    # the kubelet takes the last of two variables of one name
+    assert [e["value"] for e in env if e["name"] == "COSCHEDULER_LOG_LEVEL"] == ["INFO", "DEBUG"]
+
+
+def test_pod_metadata_priority_and_spread_are_values() -> None:
+    docs = chart.render(COMBINATIONS["fitted"] | {"priorityClassName": "system-cluster-critical"})
+    template = one(docs, "Deployment")["spec"]["template"]
+    assert template["metadata"]["labels"]["team"] == "platform"
+    assert template["metadata"]["annotations"]["example.com/team"] == "platform"
+    assert "checksum/config" in template["metadata"]["annotations"]
+    assert template["spec"]["priorityClassName"] == "system-cluster-critical"
+    selector = one(docs, "Deployment")["spec"]["selector"]["matchLabels"]
+    # a constraint without a selector counts the release's replicas; one with its own keeps it
+    assert template["spec"]["topologySpreadConstraints"] == [
+        {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway",
+         "labelSelector": {"matchLabels": selector}}]
+    own = {"maxSkew": 2, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+           "labelSelector": {"matchLabels": {"x": "y"}}}
+    spec = one(chart.render({"topologySpreadConstraints": [own]}), "Deployment")["spec"]["template"]["spec"]
+    assert spec["topologySpreadConstraints"] == [own]
+    default = one(chart.render(), "Deployment")["spec"]["template"]
+    assert "topologySpreadConstraints" not in default["spec"] and "priorityClassName" not in default["spec"]
+    assert set(default["metadata"]["labels"]) == set(selector)
+
+
+def test_helm_test_runs_check_as_the_operator_with_its_settings() -> None:
+    docs = chart.render(COMBINATIONS["fitted"] | {"imagePullSecrets": [{"name": "pull"}]})
+    (pod,) = by_kind(docs, "Pod")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    spec, deployment = pod["spec"], one(docs, "Deployment")["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    (controller,) = deployment["containers"]
+    assert container["args"] == ["check"] and container["image"] == controller["image"]
+    assert spec["restartPolicy"] == "Never"  # check's exit status is the test's verdict
+    assert spec["serviceAccountName"] == deployment["serviceAccountName"]
+    assert spec["automountServiceAccountToken"] is True
+    assert container["env"] == controller["env"]  # the same settings, extraEnv included
+    assert spec["imagePullSecrets"] == [{"name": "pull"}]
+    assert spec["securityContext"] == deployment["securityContext"]
+    assert container["securityContext"] == controller["securityContext"]
+    # no selector of the controller's (Service, budget, Deployment) takes it for a replica
+    selector = one(docs, "Deployment")["spec"]["selector"]["matchLabels"]
+    assert not selector.items() <= pod["metadata"]["labels"].items()
+    assert not one(docs, "Service")["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
 
 
 def test_controller_pod_meets_pod_security_restricted() -> None:
@@ -302,7 +451,10 @@ def test_chart_crds_are_the_repository_crds() -> None:
     assert ours == shipped
 
 
-def test_readme_documents_every_value() -> None:
+def test_the_chart_readme_documents_every_value() -> None:
+    """Every value of values.yaml has its row in the chart's README (or, for a Kubernetes object
+    such as podSecurityContext, is inside one). (That the table is what e2e/tools/chart_readme.py
+    makes of the current values.yaml, tests/test_chart_docs.py checks.)"""
     def leaves(node: Any, prefix: str = "") -> set[str]:
         if isinstance(node, dict) and node:
             out: set[str] = set()
@@ -312,10 +464,39 @@ def test_readme_documents_every_value() -> None:
         return {prefix.rstrip(".")}
 
     values = yaml.safe_load((chart.CHART / "values.yaml").read_text())
-    readme = (chart.REPO / "docs" / "user-guide" / "chart-values.md").read_text()
-    section = readme.split("### Chart values", 1)[1].split("\n## ", 1)[0]
-    documented = {line.split("`")[1] for line in section.splitlines() if line.startswith("| `")}
-    assert documented == leaves(values)
+    readme = (chart.CHART / "README.md").read_text()
+    rows = {line.split("`")[1] for line in readme.splitlines() if line.startswith("| `")}
+    undocumented = [leaf for leaf in leaves(values)
+                    if not any(leaf == row or leaf.startswith(row + ".") for row in rows)]
+    assert undocumented == []
+
+
+def test_it_renders_as_a_subchart_with_global_values(tmp_path: Path) -> None:
+    """An umbrella chart hands its subcharts `global` (and their own values): the schema takes
+    it, and stays strict about everything else."""
+    import shutil
+
+    umbrella = tmp_path / "platform"
+    (umbrella / "charts").mkdir(parents=True)
+    (umbrella / "Chart.yaml").write_text(
+        "apiVersion: v2\nname: platform\nversion: 1.0.0\ndependencies:\n"
+        "  - name: tekton-coscheduler\n    version: '>=0.0.0-0'\n")
+    shutil.copytree(chart.CHART, umbrella / "charts" / "tekton-coscheduler")
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({
+        "global": {"imageRegistry": "registry.example.com", "storageClass": "fast"},
+        "tekton-coscheduler": {"replicaCount": 3}}))
+    args = ["template", "p", str(umbrella), "--namespace", "platform", "--kube-version",
+            chart.KUBE_VERSION, "-f", str(values)]
+    docs = [d for d in yaml.safe_load_all(chart.run_helm(args).stdout) if d]
+    assert one(docs, "Deployment")["spec"]["replicas"] == 3
+    # and a value of ours mistyped is still refused, as a subchart too
+    values.write_text(yaml.safe_dump({"global": {}, "tekton-coscheduler": {"replicas": 3}}))
+    refused = chart.run_helm(args, check=False)
+    assert refused.returncode != 0 and "replicas" in refused.stderr
+    # alone, with a global value given
+    alone = chart.render({"global": {"imageRegistry": "registry.example.com"}})
+    assert one(alone, "Deployment")["spec"]["replicas"] == 2
 
 
 def test_dockerfile_lints() -> None:

@@ -21,6 +21,7 @@ from kubernetes import client
 
 from controller.core import names
 from controller.core.balloon import balloon_name
+from e2e.harness import chart
 from e2e.harness import real as real_
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import BinaryNotFound, realhost, realimages, realnode
@@ -122,9 +123,9 @@ def test_a_node_pulls_from_the_lab_s_registry_and_only_with_its_pull_secret(real
 
 
 def test_the_image_runs_as_the_chart_promises(real: Real) -> None:
-    """The chart's replicas run, as the kernel sees their processes, as uid and gid 65532 on a
-    read-only root filesystem; `version`, and `check` with the chart's ServiceAccount through
-    the `kubernetes` Service, work in the image."""
+    """The chart's replicas run, as the kernel sees their processes, as the image's USER (uid
+    and gid 65532: the chart fixes none) on a read-only root filesystem; `version`, and `check`
+    with the chart's ServiceAccount through the `kubernetes` Service, work in the image."""
     install(real, "policy")
     pods = realnode.wait_pods_ready(real.cluster, NAMESPACE, SELECTOR, 2)
     by_name = {n.name: n for n in real.nodes.nodes}
@@ -144,6 +145,29 @@ def test_the_image_runs_as_the_chart_promises(real: Real) -> None:
     size = real.image.size_bytes / 2**20
     print(f"the image: {size:.0f} MiB")
     assert size < 400
+
+
+def test_helm_test_runs_check_under_the_operator_s_account(real: Real) -> None:
+    """`helm test` runs `check` in a pod of the image, as the operator's ServiceAccount: it
+    passes on a good install, and fails once that account lost a permission it needs."""
+    install(real, "policy")
+    kubeconfig = real.cluster.kubeconfig
+    passed = chart.run_helm(["test", chart.RELEASE, "--namespace", NAMESPACE, "--logs"],
+                            kubeconfig=kubeconfig)
+    assert "Phase:          Succeeded" in passed.stdout and "verdict: ready" in passed.stdout
+    with real.cluster.api_client() as api:
+        rbac = client.RbacAuthorizationV1Api(api)
+        binding = rbac.read_cluster_role_binding(FULLNAME)
+        rbac.delete_cluster_role_binding(FULLNAME)
+        try:
+            failed = chart.run_helm(["test", chart.RELEASE, "--namespace", NAMESPACE, "--logs"],
+                                    kubeconfig=kubeconfig, check=False)
+        finally:
+            binding.metadata = client.V1ObjectMeta(name=FULLNAME, labels=binding.metadata.labels,
+                                                   annotations=binding.metadata.annotations)
+            rbac.create_cluster_role_binding(binding)
+    assert failed.returncode != 0, failed.stdout
+    assert "Failed" in failed.stdout + failed.stderr
 
 
 def test_the_chart_s_replicas_run_lead_and_serve_metrics_through_their_service(real: Real) -> None:
@@ -264,6 +288,35 @@ def test_policy_and_webhook_mode_both_pin_real_pods(real: Real) -> None:
             s.close()
 
 
+def test_replicas_keeping_their_own_certificate_serve_the_webhook_through_the_service(
+    real: Real,
+) -> None:
+    """webhook.tls.mode controller in the chart's own pods: the first replica makes the pair
+    into its Secret (in /tmp, the pods' only writable place), both serve it, the webhook
+    configuration trusts its CA, and a real run is pinned through the Service."""
+    install(real, "webhook", {"webhook.tls.mode": "controller"})
+    with real.cluster.api_client() as api:
+        core = client.CoreV1Api(api)
+        try:
+            secret = core.read_namespaced_secret(f"{FULLNAME}-webhook-tls", NAMESPACE)
+            hooks = client.AdmissionregistrationV1Api(api).read_mutating_webhook_configuration(
+                FULLNAME).webhooks
+            assert {h.client_config.ca_bundle for h in hooks} == {secret.data["ca.crt"]}
+            ns = real_.namespace(real, f"own-{uuid.uuid4().hex[:6]}",
+                                 {names.NAMESPACE_LABEL: "true"})
+            with PodRecorder(real.cluster, ns) as recorder:
+                s = Runs(real.cluster, ns, recorder)
+                node = real.nodes.nodes[1]
+                realnode.local_volume(real.cluster, node, f"pv-{uuid.uuid4().hex[:6]}")
+                run = s.start(write_and_read(tr.unique("own"), tr.volume_claim_template()))
+                assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded")
+                assert_co_located(s, run, node.name, real_.TASKS)
+                s.close()
+        finally:
+            # The Secret is not the release's: gone, a later install in `generate` mode makes its own.
+            core.delete_namespaced_secret(f"{FULLNAME}-webhook-tls", NAMESPACE)
+
+
 def test_a_rollout_restart_and_a_killed_leader_fail_no_pod_creation_through_the_service(
     real: Real, real_runs: Runs
 ) -> None:
@@ -328,3 +381,107 @@ def test_a_large_step_image_is_pulled_at_its_size(real: Real) -> None:
     pulls = [p for p in real.nodes.pulled(node) if p.image == name]
     print(f"{name}: {size / 2**20:.0f} MiB in the registry; {node} pulled {pulls}")
     assert [p.bytes for p in pulls] == [size]
+
+
+# A UID of the kind OpenShift's restricted SCC assigns: the first of a namespace's range, far
+# from any image's USER and in no /etc/passwd.
+ARBITRARY_UID = 1000680000
+
+
+def assign_uid_to_our_pods(real: Real, ns: str, uid: int) -> None:
+    """What OpenShift's SCC admission does to every pod of a namespace that sets no user: a UID
+    of the namespace's range. Here a MutatingAdmissionPolicy does it to the balloons and
+    reservation pods of `ns` (the run's own busybox steps keep theirs, for their volume)."""
+    name = f"assign-uid-{ns}"
+    group, version = "admissionregistration.k8s.io", "v1"
+    policy = {
+        "apiVersion": f"{group}/{version}", "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail", "reinvocationPolicy": "Never",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                    "operations": ["CREATE"], "resources": ["pods"]}]},
+            "matchConditions": [{"name": "sets-no-user", "expression":
+                                 "!has(object.spec.securityContext) || "
+                                 "!has(object.spec.securityContext.runAsUser)"}],
+            "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression":
+                "Object{spec: Object.spec{securityContext: "
+                f"Object.spec.securityContext{{runAsUser: {uid}}}}}}}"}}]}}
+    binding = {
+        "apiVersion": f"{group}/{version}", "kind": "MutatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {"policyName": name, "matchResources": {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+            "objectSelector": {"matchExpressions": [{
+                "key": names.LABEL_COMPONENT, "operator": "In",
+                "values": [names.COMPONENT_BALLOON, names.COMPONENT_RESERVATION]}]}}}}
+    with real.cluster.api_client() as api:
+        custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+        custom.create_cluster_custom_object(group, version, "mutatingadmissionpolicies", policy)
+        custom.create_cluster_custom_object(group, version, "mutatingadmissionpolicybindings", binding)
+
+        def applied() -> bool:  # a new policy takes a moment to apply: a dry run shows when
+            pod = core.create_namespaced_pod(ns, {  # type: ignore[arg-type]
+                "metadata": {"generateName": "probe-",
+                             "labels": {names.LABEL_COMPONENT: names.COMPONENT_BALLOON}},
+                "spec": {"containers": [{"name": "c", "image": realimages.balloon()}]}},
+                dry_run="All")
+            context = pod.spec.security_context
+            return bool(context and context.run_as_user == uid)
+
+        real.cluster.wait_for(applied, timeout=30, what="the UID-assigning policy applied")
+
+
+def wait_pinning(real: Real, ns: str) -> None:
+    """Until admission ties a TaskRun pod of `ns` to its run: after an install the policy's
+    bindings come a moment later, from the new leader. A dry-run pod tells."""
+    with real.cluster.api_client() as api:
+        core = client.CoreV1Api(api)
+
+        def pinned() -> bool:
+            pod = core.create_namespaced_pod(ns, {  # type: ignore[arg-type]
+                "metadata": {"generateName": "probe-", "labels": {
+                    "tekton.dev/pipelineRun": "probe", "tekton.dev/taskRun": "probe-t"}},
+                "spec": {"containers": [{"name": "c", "image": realimages.busybox()}]}},
+                dry_run="All")
+            return pod.spec.affinity is not None
+
+        real.cluster.wait_for(pinned, timeout=60, what=f"admission pins the pods of {ns}")
+
+
+def uid_of(real: Real, pod: client.V1Pod) -> list[str]:
+    """The real, effective, saved and filesystem UIDs of the pod's first container's process, as
+    the kernel sees them."""
+    node = next(n for n in real.nodes.nodes if n.name == pod.spec.node_name)
+    pid = node.process(pod.status.container_statuses[0].container_id)
+    status = Path(f"/proc/{pid}/status").read_text()
+    return next(line.split()[1:] for line in status.splitlines() if line.startswith("Uid:"))
+
+
+def test_the_operator_and_the_balloon_run_under_an_arbitrary_uid_as_openshift_assigns(
+    real: Real, real_runs: Runs
+) -> None:
+    """No UID fixed anywhere: the chart's replicas run, get Ready and lead under the UID the
+    chart is given (as a namespace's range would have it), and a run's balloon, whose spec sets
+    no user, runs under the one admission assigns, as OpenShift's restricted SCC would."""
+    s = real_runs
+    install(real, "policy", {"podSecurityContext": {"runAsUser": ARBITRARY_UID}})
+    pods = realnode.wait_pods_ready(real.cluster, NAMESPACE, SELECTOR, 2)
+    for pod in pods:
+        assert uid_of(real, pod) == [str(ARBITRARY_UID)] * 4, pod.metadata.name
+    assert real.cluster.wait_for(lambda: real_.leader(real), timeout=60, what="a leader")
+
+    assign_uid_to_our_pods(real, s.ns, ARBITRARY_UID + 1)
+    wait_pinning(real, s.ns)
+    node = real.nodes.nodes[0]
+    realnode.local_volume(real.cluster, node, f"pv-{uuid.uuid4().hex[:6]}")
+    run = s.start(write_and_read(tr.unique("uid"), tr.volume_claim_template()))
+    assert s.anchor(run, timeout=120) == node.name
+    selector = (f"{names.LABEL_RUN_UID}={run['metadata']['uid']},"
+                f"{names.LABEL_COMPONENT}={names.COMPONENT_BALLOON}")
+    (balloon,) = realnode.wait_pods_ready(real.cluster, s.ns, selector, 1, timeout=120)
+    assert balloon.spec.security_context.run_as_user == ARBITRARY_UID + 1  # not ours: assigned
+    assert balloon.spec.security_context.run_as_non_root is True
+    assert uid_of(real, balloon) == [str(ARBITRARY_UID + 1)] * 4
+    assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded")
+    assert_co_located(s, run, node.name, real_.TASKS)

@@ -45,11 +45,12 @@ def test_manifest_is_valid_and_restricted(clean_env: pytest.MonkeyPatch) -> None
     pod = sts["spec"]["template"]
     spec = pod["spec"]
     assert spec["automountServiceAccountToken"] is False
-    assert spec["securityContext"]["runAsNonRoot"] is True
-    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    # Restricted, with no user or group of ours: the image's USER, or what the cluster assigns.
+    assert spec["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
     (container,) = spec["containers"]
     sc = container["securityContext"]
-    assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                  "readOnlyRootFilesystem": True, "runAsNonRoot": True}
     assert container["resources"]["requests"] == container["resources"]["limits"]
     assert pod["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
     labels = pod["metadata"]["labels"]
