@@ -134,9 +134,11 @@ def install(real: Real, mode: str) -> None:
         real.cluster.create_namespace(NAMESPACE)
         pull_secret(real, NAMESPACE)
     image_repository, tag = repository(real.image.name)
+    registry, _, name = image_repository.partition("/")
     secrets = [{"name": PULL_SECRET}]
     chart.install(real.cluster, "", "", {
-        "admission.mode": mode, "image.repository": image_repository, "image.tag": tag,
+        "admission.mode": mode, "image.registry": registry, "image.repository": name,
+        "image.tag": tag,
         "image.pullPolicy": "IfNotPresent", "imagePullSecrets": secrets,
         "config.balloon.imagePullSecrets": secrets}, keep_deployment=True)
     real.mode = mode

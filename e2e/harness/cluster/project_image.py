@@ -17,7 +17,7 @@ from .versions import cache_dir, read_versions
 
 REPOSITORY = "e2e.tekton-coscheduler.dev/tekton-coscheduler"
 # What the Dockerfile copies (and .dockerignore leaves): the image's content follows from these.
-INPUTS = ("Dockerfile", ".dockerignore", "pyproject.toml", "README.md")
+INPUTS = ("Dockerfile", ".dockerignore", "requirements.lock", "pyproject.toml", "README.md")
 # The machine's pip settings and CA bundle, mounted into the build read-only: pip reaches PyPI
 # as the machine does, and the Dockerfile stays as users build it.
 BUILD_MOUNTS = ("/etc/pip.conf", "/etc/ssl/certs")
