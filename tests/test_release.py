@@ -289,3 +289,43 @@ def test_a_refused_release_exits_2_with_the_reason_on_stderr(
                          "--source", str(a_checkout(tmp_path))])
     assert code == 2
     assert "release refused: VERSION=9.9.9" in capsys.readouterr().err
+
+
+# -- what the image weighs --------------------------------------------------------------------
+
+
+def test_an_images_weight_by_layer_and_by_distribution(tmp_path: Path) -> None:
+    import io
+    import tarfile
+
+    from release import weigh
+
+    def layer(files: dict[str, bytes]) -> bytes:
+        out = io.BytesIO()
+        with tarfile.open(fileobj=out, mode="w") as tar:
+            for name, data in files.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        return out.getvalue()
+
+    site = "opt/venv/lib/python3.11/site-packages"
+    record = "demo/__init__.py,sha256=x,3000000\ndemo-1.0.dist-info/RECORD,,\n"
+    layers = {
+        "base.tar": layer({"usr/lib/python3.11/os.py": b"x" * 2 * weigh.MIB}),
+        "venv.tar": layer({f"{site}/demo/__init__.py": b"x" * 3 * weigh.MIB,
+                           f"{site}/demo-1.0.dist-info/RECORD": record.encode(),
+                           f"{site}/stray.py": b"x" * weigh.MIB}),
+    }
+    archive = tmp_path / "image.tar"
+    with tarfile.open(archive, "w") as tar:
+        for name, data in {**layers, "manifest.json": json.dumps(
+                [{"Config": "c.json", "Layers": list(layers)}]).encode()}.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    text = weigh.report(archive)
+    assert "| base.tar | 2.0 | /usr/lib/python3.11 2.0 |" in text
+    assert "| demo | 3.0 |" in text
+    assert "| (no RECORD names it) | 1.0 |" in text
+    assert "total: 6.0 MiB" in text
