@@ -31,10 +31,23 @@ class Built:
     seconds: float  # the build's wall time (0: from the cache)
 
 
-def _buildah(*args: str, timeout: float = 900) -> str:
+def buildah_command() -> list[str]:
+    """buildah on the lab's own store (vfs: no overlay mounts needed)."""
     store = cache_dir() / "buildah"
-    argv = ["buildah", "--root", str(store / "storage"), "--runroot", str(store / "run"),
-            "--storage-driver", "vfs", *args]
+    return ["buildah", "--root", str(store / "storage"), "--runroot", str(store / "run"),
+            "--storage-driver", "vfs"]
+
+
+def bud_options() -> list[str]:
+    """How the lab builds the Dockerfile (and a release made in the lab: e2e/tests/
+    test_release.py): the base from the store only, one layer per stage, the machine's pip
+    settings mounted."""
+    mounts = [f"--volume={m}:{m}:ro" for m in BUILD_MOUNTS if Path(m).exists()]
+    return ["--pull=never", "--isolation=chroot", "--layers=false", *mounts]
+
+
+def _buildah(*args: str, timeout: float = 900) -> str:
+    argv = [*buildah_command(), *args]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} failed:\n{out.stdout[-4000:]}\n{out.stderr[-4000:]}")
@@ -79,9 +92,7 @@ def build(repo: Path) -> Built:
     if not archive.is_file():
         ensure_base()
         t0 = time.monotonic()
-        mounts = [arg for m in BUILD_MOUNTS if Path(m).exists() for arg in ("-v", f"{m}:{m}:ro")]
-        _buildah("bud", "--pull=never", "--isolation", "chroot", "--layers=false", *mounts,
-                 "-t", name, "-f", str(repo / "Dockerfile"), str(repo))
+        _buildah("bud", *bud_options(), "-t", name, "-f", str(repo / "Dockerfile"), str(repo))
         seconds = time.monotonic() - t0
         archive.parent.mkdir(parents=True, exist_ok=True)
         partial = archive.with_suffix(".partial")
