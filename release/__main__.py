@@ -4,7 +4,8 @@ version, built from this checkout and pushed to one registry.
     python -m release --version 0.1.0 --registry ghcr.io/tekton-coscheduler [--dry-run]
 
 1. Refuses a version other than the one version of the project (controller/__init__.py's
-   `__version__`; pyproject.toml takes it from there) or than the chart's committed Chart.yaml.
+   `__version__`; pyproject.toml takes it from there) or than the chart's committed Chart.yaml,
+   and one CHANGELOG.md has no section for.
 2. Builds the image REGISTRY/tekton-coscheduler:VERSION from the Dockerfile (buildah, as the
    e2e lab does, or docker), its OCI labels (source, version, revision, created...) as build
    arguments; writes beside it dist/tekton-coscheduler-VERSION.image.cdx.json, the CycloneDX
@@ -136,6 +137,10 @@ def prepare(version: str, registry: str, repo: Path, dist: Path, allow_dirty: bo
     for where, copy in committed_copies(repo).items():
         if copy != ours:
             raise Refused(f"{where} says {copy}, the project's version is {ours}")
+    changelog = repo / "CHANGELOG.md"
+    if changelog.is_file() and not re.search(
+            rf"(?m)^## \[?{re.escape(version)}\]?(\s|$)", changelog.read_text()):
+        raise Refused(f"CHANGELOG.md has no `## [{version}]` section: say what it changes")
     revision = _git(repo, "rev-parse", "HEAD")
     dirty = bool(_git(repo, "status", "--porcelain", "--untracked-files=no"))
     if (revision is None or dirty) and not allow_dirty:

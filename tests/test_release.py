@@ -157,6 +157,15 @@ def test_a_chart_that_disagrees_with_the_version_is_refused(tmp_path: Path) -> N
         release.prepare("0.1.0", "r.example", repo, tmp_path / "dist", True, None)
 
 
+def test_a_version_the_changelog_does_not_describe_is_refused(tmp_path: Path) -> None:
+    repo = a_checkout(tmp_path)
+    (repo / "CHANGELOG.md").write_text("# Changelog\n\n## [Unreleased]\n\n## [0.0.9] - 2026-01-01\n")
+    with pytest.raises(release.Refused, match=re.escape("CHANGELOG.md has no `## [0.1.0]`")):
+        release.prepare("0.1.0", "r.example", repo, tmp_path / "dist", True, None)
+    (repo / "CHANGELOG.md").write_text("# Changelog\n\n## [0.1.0] - 2026-11-28\n")
+    assert release.prepare("0.1.0", "r.example", repo, tmp_path / "dist", True, None)
+
+
 @pytest.mark.parametrize("version, registry, says", [
     ("v0.1.0", "r.example", "not a SemVer version"),
     ("0.1", "r.example", "not a SemVer version"),

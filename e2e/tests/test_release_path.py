@@ -92,6 +92,11 @@ class Publisher:
         chart_yaml = copy / "charts" / "tekton-coscheduler" / "Chart.yaml"
         chart_yaml.write_text(re.sub(r'(?m)^(version: |appVersion: ")[^"\n]+', rf"\g<1>{version}",
                                      chart_yaml.read_text()))
+        changelog = copy / "CHANGELOG.md"
+        if changelog.is_file() and f"## [{version}]" not in changelog.read_text():
+            head, _, rest = changelog.read_text().partition("\n## ")
+            changelog.write_text(f"{head}\n## [{version}] - made by the release path test\n\n"
+                                 f"### Changed\n\n- Nothing: a release to upgrade to.\n\n## {rest}")
         return copy
 
     def release(self, version: str) -> str:
