@@ -71,7 +71,9 @@ def ensure_base() -> None:
         return
     rootfs = (cache_dir() / "bin" / f"baseimage-{pins['BASE_SUITE']}-"
               f"{name.replace('/', '_').replace(':', '_')}" / "base.tar")
-    if not rootfs.is_file():
+    # e2e/build.sh writes base.tar in place and its .stamp once it is whole: a base.tar
+    # without the stamp is still being written (committed then, the base has no /bin/sh).
+    if not rootfs.is_file() or not rootfs.with_name(".stamp").is_file():
         raise FileNotFoundError(f"{rootfs} not built: e2e/build.sh baseimage")
     container = _buildah("from", "scratch").strip()
     try:
