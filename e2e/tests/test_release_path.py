@@ -141,6 +141,7 @@ def controller_images(real: Real) -> set[str]:
             for p in realnode.pods(real.cluster, NAMESPACE, real_.SELECTOR)}
 
 
+@pytest.mark.timeout(2400)  # two image builds (about 90 s each alone, more beside the nodes)
 def test_a_release_installs_from_the_registry_runs_and_upgrades_with_runs_in_flight(
     real: Real, tmp_path: Path,
 ) -> None:
