@@ -58,9 +58,27 @@ def by_distribution(layer: tarfile.TarFile) -> Counter[str]:
     return sizes
 
 
+def kind(path: str) -> str:
+    """What a file of site-packages is: a source, its byte code, a compiled extension."""
+    name = path.rsplit("/", 1)[-1]
+    if name.endswith(".py"):
+        return ".py"
+    if name.endswith(".pyc"):
+        return ".pyc"
+    return ".so" if ".so" in name else "other"
+
+
+def by_kind(layer: tarfile.TarFile, under: str = "/site-packages/") -> Counter[str]:
+    return Counter({k: sum(m.size for m in layer.getmembers()
+                           if m.isfile() and under in m.name and kind(m.name) == k)
+                    for k in (".py", ".pyc", ".so", "other")})
+
+
 def report(archive: Path, top: int = 25) -> str:
     lines = [f"# {archive.name}", "", "| layer | MiB | largest folders (MiB) |", "|---|---:|---|"]
     venv: Counter[str] = Counter()
+    kinds: Counter[str] = Counter()
+    kube: Counter[str] = Counter()
     total = 0
     for name, layer in layers(archive):
         files = [m for m in layer.getmembers() if m.isfile()]
@@ -73,6 +91,8 @@ def report(archive: Path, top: int = 25) -> str:
         biggest = ", ".join(f"{f} {s / MIB:.1f}" for f, s in folders.most_common(8))
         lines.append(f"| {name[:19]} | {size / MIB:.1f} | {biggest} |")
         venv += by_distribution(layer)
+        kinds += by_kind(layer)
+        kube += by_kind(layer, "/site-packages/kubernetes/")
     lines += ["", f"total: {total / MIB:.1f} MiB", "",
               f"/opt/venv site-packages, {sum(venv.values()) / MIB:.1f} MiB:", "",
               "| distribution | MiB |", "|---|---:|"]
@@ -80,6 +100,9 @@ def report(archive: Path, top: int = 25) -> str:
     rest = sum(s for _, s in venv.most_common()[top:])
     if rest:
         lines.append(f"| (the {len(venv) - top} others) | {rest / MIB:.1f} |")
+    for what, counts in (("site-packages", kinds), ("of which kubernetes", kube)):
+        lines.append(f"\n{what}: " + ", ".join(f"{k} {s / MIB:.1f} MiB"
+                                               for k, s in counts.items()))
     return "\n".join(lines)
 
 

@@ -338,3 +338,4 @@ def test_an_images_weight_by_layer_and_by_distribution(tmp_path: Path) -> None:
     assert "| demo | 3.0 |" in text
     assert "| (no RECORD names it) | 1.0 |" in text
     assert "total: 6.0 MiB" in text
+    assert "site-packages: .py 4.0 MiB" in text
