@@ -29,7 +29,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="tekton-coscheduler",
         description="Puts every pod of a Tekton PipelineRun on one node. "
-        "Configured by COSCHEDULER_* environment variables (see README).",
+        "Configured by COSCHEDULER_* environment variables (see docs/user-guide/settings.md).",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser(

@@ -189,9 +189,9 @@ already_there() {
   dir=$(dir_of "$comp")
   if [ "$comp" = debian ]; then  # what Debian's packages put on PATH, whatever the cache says
     # One tool at a time: `command -v a b` succeeds when any of them is found.
-    for b in runc buildah mmdebstrap iptables skopeo; do command -v "$b" >/dev/null || return 1; done
+    for b in runc buildah mmdebstrap iptables skopeo tcpdump conntrack; do command -v "$b" >/dev/null || return 1; done
     [ -x /bin/busybox ] || return 1
-    log "debian: runc, buildah, mmdebstrap, iptables, skopeo and busybox-static installed"; return 0
+    log "debian: runc, buildah, mmdebstrap, iptables, skopeo, tcpdump, conntrack and busybox-static installed"; return 0
   fi
   if [ -n "${TEKTON_COSCHEDULER_BIN_DIR:-}" ]; then
     found=1
@@ -467,9 +467,10 @@ build() { # comp
     debian)
       # From Debian's packages (apt-get, as root): runc (crun cannot run on this host's hybrid
       # cgroups), buildah and mmdebstrap (the images), busybox-static (the steps' shell image),
-      # iptables (kube-proxy), skopeo (pushes the images into the lab's registry).
+      # iptables (kube-proxy), skopeo (pushes the images into the lab's registry), tcpdump and
+      # conntrack (a webhook rollout's timeline: e2e/harness/rollout_trace.py).
       run_measured debian sh -c "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-          runc buildah mmdebstrap busybox-static iptables skopeo" ||
+          runc buildah mmdebstrap busybox-static iptables skopeo tcpdump conntrack" ||
         die "debian: apt-get failed, see $LOGFILE"
       echo "$BASE_SUITE" >"$dir/debian-packages"
       ;;

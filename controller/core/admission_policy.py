@@ -12,7 +12,7 @@ CRD at its next reset; measured by e2e/tests/test_chaos.py): most namespaces nev
 A binding per namespace, not a parameter selected from the request's namespace: with a
 selector the API server skips the policy where a namespace has no CoschedulingPolicy, and runs
 it once per policy, in random order, where it has two (measured on 1.36.3, see
-docs/admission.md). Standing aside (Tekton's own assistant is on) is having no bindings.
+docs/design/admission.md). Standing aside (Tekton's own assistant is on) is having no bindings.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A glance at a watch event's raw line, before it is decoded: whose it may be.
 
 Most PipelineRun and TaskRun-pod events of a cluster are of namespaces that did not opt in, and
-decoding their JSON was most of what they cost the leader (docs/figures.md). A glance reads the
+decoding their JSON was most of what they cost the leader (docs/benchmarks.md). A glance reads the
 few fields that tell whether an event may concern us by searching its bytes (about a quarter
 of what decoding a pod's event costs), and the rest is dropped undecoded.
 

@@ -67,6 +67,11 @@ def parts(repo: Path) -> Parts:
 
 @contextmanager
 def real_cluster(made: Parts, nodes: int = 2) -> Iterator[Real]:
+    with realhost.host_lock("realnode"):
+        yield from _real_cluster(made, nodes)
+
+
+def _real_cluster(made: Parts, nodes: int) -> Iterator[Real]:
     image = made.image
     network = realhost.HostNetwork()
     cluster = LocalCluster(address=realhost.API_ADDRESS)

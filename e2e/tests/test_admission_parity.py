@@ -250,8 +250,8 @@ def test_the_namespace_policys_topology_key_in_both_modes(
                     custom.delete_namespaced_custom_object(
                         names.POLICY_GROUP, names.POLICY_VERSION, ns, names.POLICY_PLURAL, name)
 
-        # Policy mode follows once the operator has re-pointed the bindings (docs/admission.md:
-        # a window of about a second); the next tests start after it.
+        # Policy mode follows once the operator has re-pointed the bindings
+        # (docs/design/admission.md: a window of about a second); the next tests start after it.
         def default_in_both() -> bool:
             (_, p), (_, w) = parity.both(_pod())
             return all(isinstance(x, dict) and terms(x) and

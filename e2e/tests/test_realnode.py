@@ -27,6 +27,7 @@ from e2e.harness.cluster import BinaryNotFound, realhost, realimages, realnode
 from e2e.harness.coscheduler import REPO
 from e2e.harness.load import PodLoad
 from e2e.harness.real import Real
+from e2e.harness.rollout_trace import RolloutTrace
 from e2e.harness.runs import Runs, assert_co_located
 from e2e.harness.tekton_runs import PodRecorder
 
@@ -277,19 +278,25 @@ def test_a_rollout_restart_and_a_killed_leader_fail_no_pod_creation_through_the_
     for i in range(3):
         realnode.local_volume(real.cluster, real.nodes.nodes[i % 2], f"pv-{uuid.uuid4().hex[:6]}")
         made.append(s.start(write_and_read(tr.unique("roll"), tr.volume_claim_template())))
-    with PodLoad(real.cluster, s.ns, RATE, dry_run=True) as load:
+    trace = RolloutTrace(real.cluster, NAMESPACE, FULLNAME, SELECTOR,
+                         real.cluster.logs_dir / f"rollout-{uuid.uuid4().hex[:6]}")
+    with trace, PodLoad(real.cluster, s.ns, RATE, dry_run=True) as load:
         real.cluster.wait_for(lambda: len(load.created) >= RATE, timeout=30,
                               what="pods admitted before the rollout")
         generation = real_.rollout_restart(real)
+        trace.note("test", f"rollout restart, generation {generation}")
         real.cluster.wait_for(lambda: real_.rolled(real, generation), timeout=300,
                               what="both replicas replaced")
         led = real.cluster.wait_for(lambda: real_.leader(real), timeout=60, what="a leader")
         killed = real_.kill_reconciler(real, led)
+        trace.note("test", f"killed reconciler {killed} of {led}")
         before = len(load.created)
         real.cluster.wait_for(lambda: len(load.created) >= before + 5 * RATE, timeout=60,
                               what="pods admitted after the reconciler was killed")
     print(f"{len(load.created)} pods admitted during the rollout, {len(load.failures)} "
-          f"refused; killed reconciler {killed} of {led}")
+          f"refused; killed reconciler {killed} of {led}; timeline in {trace.out}")
+    for failure in load.failures:
+        print(f"----- around {failure[:200]}\n{trace.around(float(failure.split()[0]))}")
     assert load.failures == []
     for run in made:
         assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded")

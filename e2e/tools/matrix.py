@@ -17,8 +17,8 @@ Admission modes per cell: the chart's `auto` takes policy mode where v1 is serve
 the webhook elsewhere. The parity cases hold the decision table against every mode the cell
 runs, and policy and webhook to identical pods where both run (read from the JUnit report: the
 policy-only parity tests ran there, and were skipped elsewhere). Prints a table, writes
-build/e2e-matrix.json, the table as Markdown (build/e2e-matrix.md, for the README) and each
-cell's JUnit XML under build/e2e-matrix/. Last line:
+build/e2e-matrix.json, the table as Markdown (build/e2e-matrix.md, for
+docs/user-guide/compatibility.md) and each cell's JUnit XML under build/e2e-matrix/. Last line:
 `matrix: N/M cells green (Kubernetes ... x Tekton ...)`.
 """
 
@@ -129,7 +129,7 @@ def read_junit(cell: Cell, xml: Path) -> None:
 
 
 def markdown(cells: list[Cell], wall: float) -> str:
-    """The table as the README's Compatibility section shows it."""
+    """The table as docs/user-guide/compatibility.md shows it."""
     rows = ["| Kubernetes | Tekton | admission modes | result | passed / failed / skipped "
             "| minutes |", "| --- | --- | --- | --- | --- | --- |"]
     for c in cells:

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import realhost
 from .versions import cache_dir, read_versions
 
 REPOSITORY = "e2e.tekton-coscheduler.dev/tekton-coscheduler"
@@ -87,6 +88,11 @@ def ensure_base() -> None:
 
 
 def build(repo: Path) -> Built:
+    with realhost.host_lock("image"):
+        return _build(repo)
+
+
+def _build(repo: Path) -> Built:
     tag = tag_of(repo)
     name = f"{REPOSITORY}:{tag}"
     archive = cache_dir() / "images" / f"tekton-coscheduler-{tag}.tar"

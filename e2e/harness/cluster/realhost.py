@@ -7,9 +7,11 @@ address, and a FORWARD rule rejects anything else from the pod network.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +23,25 @@ API_ADDRESS = "10.87.0.1"
 API_LINK = "tcsapi0"
 POD_NETWORK = "10.88.0.0/16"
 CHAIN = "TCS-E2E-FORWARD"
+
+
+@contextlib.contextmanager
+def host_lock(name: str) -> Iterator[None]:
+    """One holder at a time on this host: a real-node lab takes fixed links, addresses and
+    rules, and the image build prunes the images of other code from a store every checkout
+    shares, so two test sessions (two worktrees, a demo beside the tests) take turns."""
+    folder = Path("/run/lock") if Path("/run/lock").is_dir() else Path("/tmp")
+    path = folder / f"tekton-coscheduler-{name}.lock"
+    with path.open("a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"waiting for another session's {name} on this host ({path})", file=sys.stderr)
+            fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
