@@ -71,6 +71,16 @@ def real_cluster(made: Parts, nodes: int = 2) -> Iterator[Real]:
         yield from _real_cluster(made, nodes)
 
 
+@contextmanager
+def lab(repo: Path, nodes: int = 2) -> Iterator[Real]:
+    """parts() and real_cluster() under one hold of the host's lab: between this checkout's
+    image build and its push into the registry, no other session's build can prune the image
+    (parts() then real_cluster() leave that window open while the lab waits for its turn).
+    Raises what parts() raises when something is not built."""
+    with realhost.host_lock("realnode"):
+        yield from _real_cluster(parts(repo), nodes)
+
+
 def _real_cluster(made: Parts, nodes: int) -> Iterator[Real]:
     image = made.image
     network = realhost.HostNetwork()

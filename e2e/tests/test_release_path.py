@@ -12,6 +12,7 @@ the image with buildah on the lab's store, from a copy of this checkout at the r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shlex
@@ -51,11 +52,11 @@ def real() -> Iterator[Real]:
     why = realhost.can_run_containers()
     if why:
         pytest.skip(why)
-    try:
-        parts = real_.parts(REPO)
-    except (FileNotFoundError, BinaryNotFound) as exc:
-        pytest.skip(str(exc))
-    with real_.real_cluster(parts, nodes=2) as made:
+    with contextlib.ExitStack() as stack:
+        try:
+            made = stack.enter_context(real_.lab(REPO, nodes=2))
+        except (FileNotFoundError, BinaryNotFound) as exc:
+            pytest.skip(str(exc))
         yield made
 
 
