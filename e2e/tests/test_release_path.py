@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes import client
 
 import controller
@@ -150,6 +151,15 @@ class Publisher:
         ], env=self.env, kubeconfig=self.real.cluster.kubeconfig)
 
 
+def admission_objects(publisher: Publisher) -> list[str]:
+    """What admits pods in the release as installed (the chart's admission.mode `auto` chose
+    by what the API server serves): kind/name of its admission objects."""
+    out = chart.run_helm(["get", "manifest", RELEASE, "--namespace", NAMESPACE],
+                         env=publisher.env, kubeconfig=publisher.real.cluster.kubeconfig)
+    return [f"{d['kind']}/{d['metadata']['name']}" for d in yaml.safe_load_all(out.stdout)
+            if d and "Admission" in d["kind"] or d and "Webhook" in d["kind"]]
+
+
 def controller_images(real: Real) -> set[str]:
     return {str(p.spec.containers[0].image)  # type: ignore[union-attr]
             for p in realnode.pods(real.cluster, NAMESPACE, real_.SELECTOR)}
@@ -180,6 +190,8 @@ def released(real: Real, publisher: Publisher, tmp_path: Path) -> None:
     publisher.helm("install", FIRST)
     realnode.wait_pods_ready(real.cluster, NAMESPACE, real_.SELECTOR, 2, timeout=180)
     assert controller_images(real) == {f"{MIRROR}/tekton-coscheduler:{FIRST}"}
+    print("installed:", admission_objects(publisher))
+    real.cluster.wait_for(lambda: real_.leader(real), timeout=120, what="a replica leads")
 
     ns = real_.namespace(real, f"rel-{uuid.uuid4().hex[:6]}", {names.NAMESPACE_LABEL: "true"})
     with PodRecorder(real.cluster, ns) as recorder:

@@ -114,7 +114,8 @@ def prune(keep: str) -> None:
     """Images of earlier code go (about 550 MiB each, archive and vfs store): the cache holds
     the last one built, not one per change."""
     for old in (cache_dir() / "images").glob("tekton-coscheduler-e2e-*.tar"):
-        if old.name != f"tekton-coscheduler-{keep}.tar":
+        if (old.name != f"tekton-coscheduler-{keep}.tar"
+                and time.time() - old.stat().st_mtime > 3 * 3600.0):
             old.unlink(missing_ok=True)
     for image in _buildah("images", "--format", "{{.Name}}:{{.Tag}}").split():
         if image.startswith(f"{REPOSITORY}:") and image != f"{REPOSITORY}:{keep}":
