@@ -157,7 +157,7 @@ def admission_objects(publisher: Publisher) -> list[str]:
     out = chart.run_helm(["get", "manifest", RELEASE, "--namespace", NAMESPACE],
                          env=publisher.env, kubeconfig=publisher.real.cluster.kubeconfig)
     return [f"{d['kind']}/{d['metadata']['name']}" for d in yaml.safe_load_all(out.stdout)
-            if d and "Admission" in d["kind"] or d and "Webhook" in d["kind"]]
+            if d and ("Admission" in d["kind"] or "Webhook" in d["kind"])]
 
 
 def controller_images(real: Real) -> set[str]:
