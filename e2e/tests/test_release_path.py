@@ -160,6 +160,19 @@ def admission_objects(publisher: Publisher) -> list[str]:
             if d and ("Admission" in d["kind"] or "Webhook" in d["kind"])]
 
 
+def wait_pinning(real: Real, ns: str) -> None:
+    """Until admission pins a TaskRun pod in `ns`: in policy mode the leader makes the policy's
+    bindings once it leads, a few seconds after the replicas are Ready (a dry-run pod tells)."""
+    pod = {"metadata": {"name": "probe", "labels": {
+               "tekton.dev/pipelineRun": "probe", "tekton.dev/taskRun": "probe-t"}},
+           "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    with real.cluster.api_client() as api:
+        core = client.CoreV1Api(api)
+        real.cluster.wait_for(
+            lambda: core.create_namespaced_pod(ns, pod, dry_run="All").spec.affinity is not None,  # type: ignore[arg-type,union-attr]
+            timeout=120, what=f"admission pins TaskRun pods in {ns}")
+
+
 def controller_images(real: Real) -> set[str]:
     return {str(p.spec.containers[0].image)  # type: ignore[union-attr]
             for p in realnode.pods(real.cluster, NAMESPACE, real_.SELECTOR)}
@@ -191,12 +204,12 @@ def released(real: Real, publisher: Publisher, tmp_path: Path) -> None:
     realnode.wait_pods_ready(real.cluster, NAMESPACE, real_.SELECTOR, 2, timeout=180)
     assert controller_images(real) == {f"{MIRROR}/tekton-coscheduler:{FIRST}"}
     print("installed:", admission_objects(publisher))
-    real.cluster.wait_for(lambda: real_.leader(real), timeout=120, what="a replica leads")
 
     ns = real_.namespace(real, f"rel-{uuid.uuid4().hex[:6]}", {names.NAMESPACE_LABEL: "true"})
     with PodRecorder(real.cluster, ns) as recorder:
         s = Runs(real.cluster, ns, recorder)
         try:
+            wait_pinning(real, ns)
             node = real.nodes.nodes[0]
             realnode.local_volume(real.cluster, node, f"pv-{uuid.uuid4().hex[:6]}")
             run = s.start(real_.write_and_read(tr.unique("release"), tr.volume_claim_template()))
@@ -219,6 +232,7 @@ def released(real: Real, publisher: Publisher, tmp_path: Path) -> None:
             for r, anchor in zip(in_flight, anchors, strict=True):
                 assert tr.outcome(s.done(r, timeout=300)) == ("True", "Succeeded")
                 assert_co_located(s, r, anchor, real_.TASKS)
+            wait_pinning(real, ns)
             after = s.start(real_.write_and_read(tr.unique("after"), tr.volume_claim_template()))
             assert tr.outcome(s.done(after, timeout=300)) == ("True", "Succeeded")
             assert_co_located(s, after, s.anchor(after), real_.TASKS)
