@@ -233,6 +233,7 @@ def released(real: Real, publisher: Publisher, tmp_path: Path) -> None:
                 assert tr.outcome(s.done(r, timeout=300)) == ("True", "Succeeded")
                 assert_co_located(s, r, anchor, real_.TASKS)
             wait_pinning(real, ns)
+            realnode.local_volume(real.cluster, node, f"pv-{uuid.uuid4().hex[:6]}")  # its own
             after = s.start(real_.write_and_read(tr.unique("after"), tr.volume_claim_template()))
             assert tr.outcome(s.done(after, timeout=300)) == ("True", "Succeeded")
             assert_co_located(s, after, s.anchor(after), real_.TASKS)
