@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_FLAGS ?=
 
-.PHONY: venv lint unit binaries e2e package test demo demo-real bench bench-scale bench-chaos bench-capacity bench-rollout fuzz compare-faults compare-warm e2e-matrix clean
+.PHONY: venv lint unit binaries e2e package lock release test demo demo-real bench bench-scale bench-chaos bench-capacity bench-rollout fuzz compare-faults compare-warm e2e-matrix clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,28 @@ package:
 	grep -q "verdict: NOT READY" build/check.out
 	! grep -q Traceback build/check.out
 	@echo "package: pip install . works; check without a cluster gives a verdict, not a traceback"
+
+# requirements.lock: pyproject.toml's runtime dependencies and theirs, pinned with the hashes of
+# their files; the image installs it and nothing else (pip --require-hashes). Run after changing
+# the dependencies; newer releases of everything: make lock LOCK_FLAGS=--upgrade. The image runs
+# Python 3.11: the lock is resolved with the virtualenv's Python, which must be 3.11 too.
+LOCK_FLAGS ?=
+lock: venv
+	$(BIN)/python -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11) and "lock: the venv must be Python 3.11, as the image")'
+	$(BIN)/pip install --quiet -e '.[test,release]'
+	CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile --quiet --generate-hashes \
+		--strip-extras --no-emit-index-url --no-emit-find-links $(LOCK_FLAGS) \
+		--output-file requirements.lock pyproject.toml
+
+# make release VERSION=x.y.z REGISTRY=host[:port][/path]: the image (OCI labels, its SBOM in
+# dist/) and the chart (an OCI artifact), built and pushed to REGISTRY (release/__main__.py).
+# VERSION must be the project's (controller/__init__.py). Log in first with the tools' own
+# `buildah login` (or docker's) and `helm registry login`. Steps only: RELEASE_FLAGS=--dry-run
+RELEASE_FLAGS ?=
+release: venv
+	@test -n "$(VERSION)" -a -n "$(REGISTRY)" || { echo "usage: make release VERSION=x.y.z REGISTRY=host[:port][/path]"; exit 2; }
+	$(BIN)/pip install --quiet -e '.[test,release]'
+	$(BIN)/python -m release --version "$(VERSION)" --registry "$(REGISTRY)" $(RELEASE_FLAGS)
 
 # The test command of the README and of CI. The parts build in the background, at the lowest CPU
 # and I/O priority, while lint, the unit tests and the scenarios run: the scenarios come in the

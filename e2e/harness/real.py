@@ -72,6 +72,16 @@ def real_cluster(made: Parts, nodes: int = 2) -> Iterator[Real]:
         yield from _real_cluster(made, nodes)
 
 
+@contextmanager
+def lab(repo: Path, nodes: int = 2) -> Iterator[Real]:
+    """parts() and real_cluster() under one hold of the host's lab: between this checkout's
+    image build and its push into the registry, no other session's build can prune the image
+    (parts() then real_cluster() leave that window open while the lab waits for its turn).
+    Raises what parts() raises when something is not built."""
+    with realhost.host_lock("realnode"):
+        yield from _real_cluster(parts(repo), nodes)
+
+
 def _real_cluster(made: Parts, nodes: int) -> Iterator[Real]:
     image = made.image
     network = realhost.HostNetwork()
@@ -141,9 +151,11 @@ def install(real: Real, mode: str, values: Mapping[str, Any] | None = None) -> N
         real.cluster.create_namespace(NAMESPACE)
         pull_secret(real, NAMESPACE)
     image_repository, tag = repository(real.image.name)
+    registry, _, name = image_repository.partition("/")
     secrets = [{"name": PULL_SECRET}]
     chart.install(real.cluster, "", "", {
-        "admission.mode": mode, "image.repository": image_repository, "image.tag": tag,
+        "admission.mode": mode, "image.registry": registry, "image.repository": name,
+        "image.tag": tag,
         "image.pullPolicy": "IfNotPresent", "imagePullSecrets": secrets,
         "config.balloon.imagePullSecrets": secrets, **(values or {})}, keep_deployment=True)
     real.mode = wanted

@@ -507,3 +507,32 @@ def test_dockerfile_lints() -> None:
     hadolint = shutil.which("hadolint") or str(Path(sys.executable).with_name("hadolint"))
     out = subprocess.run([hadolint, str(chart.REPO / "Dockerfile")], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+APP_VERSION = yaml.safe_load((chart.CHART / "Chart.yaml").read_text())["appVersion"]
+
+
+@pytest.mark.parametrize(("values", "image"), [
+    ({}, f"ghcr.io/tekton-coscheduler/tekton-coscheduler:{APP_VERSION}"),
+    # a private mirror: the registry alone (a trailing slash forgiven)
+    ({"image.registry": "mirror.example:5000/proxy/"},
+     f"mirror.example:5000/proxy/tekton-coscheduler:{APP_VERSION}"),
+    ({"image.registry": "", "image.repository": "tekton-coscheduler"},
+     f"tekton-coscheduler:{APP_VERSION}"),
+    ({"image.tag": "dev"}, "ghcr.io/tekton-coscheduler/tekton-coscheduler:dev"),
+    ({"image.registry": "r.example", "image.tag": "dev", "image.digest": "sha256:" + "a" * 64},
+     "r.example/tekton-coscheduler@sha256:" + "a" * 64),
+])
+def test_the_image_is_the_registrys_repository_at_the_tag_or_the_digest(
+    values: dict[str, Any], image: str,
+) -> None:
+    container = one(chart.render(values), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == image
+
+
+@pytest.mark.parametrize("registry", ["https://r.example", "r.example/Team", "r.example:port"])
+def test_a_registry_that_is_not_host_port_path_is_refused(registry: str) -> None:
+    out = chart.run_helm(["template", "x", str(chart.CHART), "--kube-version", chart.KUBE_VERSION,
+                          *chart._set_args({"image.registry": registry})], check=False)
+    assert out.returncode != 0
+    assert "registry" in out.stderr

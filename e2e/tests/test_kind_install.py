@@ -47,6 +47,8 @@ def installed(cluster: ClusterHandle) -> Iterator[KindCluster]:
             NAMESPACE,
             "--create-namespace",
             "--set",
+            "image.registry=",  # the image kind loaded: its name alone
+            "--set",
             f"image.repository={IMAGE_REPOSITORY}",
             "--set",
             f"image.tag={IMAGE_TAG}",

@@ -48,11 +48,16 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 {{- end -}}
 
+{{- /* registry/repository at the digest, or at the tag (the chart's appVersion by default). */}}
 {{- define "tcs.image" -}}
+{{- $name := .Values.image.repository -}}
+{{- with .Values.image.registry -}}
+{{- $name = printf "%s/%s" (trimSuffix "/" .) $name -}}
+{{- end -}}
 {{- if .Values.image.digest -}}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- printf "%s@%s" $name .Values.image.digest -}}
 {{- else -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- printf "%s:%s" $name (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 {{- end -}}
 

@@ -18,7 +18,7 @@ from .versions import cache_dir, read_versions
 
 REPOSITORY = "e2e.tekton-coscheduler.dev/tekton-coscheduler"
 # What the Dockerfile copies (and .dockerignore leaves): the image's content follows from these.
-INPUTS = ("Dockerfile", ".dockerignore", "pyproject.toml", "README.md")
+INPUTS = ("Dockerfile", ".dockerignore", "requirements.lock", "pyproject.toml", "README.md")
 # The machine's pip settings and CA bundle, mounted into the build read-only: pip reaches PyPI
 # as the machine does, and the Dockerfile stays as users build it.
 BUILD_MOUNTS = ("/etc/pip.conf", "/etc/ssl/certs")
@@ -32,10 +32,23 @@ class Built:
     seconds: float  # the build's wall time (0: from the cache)
 
 
-def _buildah(*args: str, timeout: float = 900) -> str:
+def buildah_command() -> list[str]:
+    """buildah on the lab's own store (vfs: no overlay mounts needed)."""
     store = cache_dir() / "buildah"
-    argv = ["buildah", "--root", str(store / "storage"), "--runroot", str(store / "run"),
-            "--storage-driver", "vfs", *args]
+    return ["buildah", "--root", str(store / "storage"), "--runroot", str(store / "run"),
+            "--storage-driver", "vfs"]
+
+
+def bud_options() -> list[str]:
+    """How the lab builds the Dockerfile (and a release made in the lab: e2e/tests/
+    test_release.py): the base from the store only, one layer per stage, the machine's pip
+    settings mounted."""
+    mounts = [f"--volume={m}:{m}:ro" for m in BUILD_MOUNTS if Path(m).exists()]
+    return ["--pull=never", "--isolation=chroot", "--layers=false", *mounts]
+
+
+def _buildah(*args: str, timeout: float = 900) -> str:
+    argv = [*buildah_command(), *args]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} failed:\n{out.stdout[-4000:]}\n{out.stderr[-4000:]}")
@@ -59,7 +72,9 @@ def ensure_base() -> None:
         return
     rootfs = (cache_dir() / "bin" / f"baseimage-{pins['BASE_SUITE']}-"
               f"{name.replace('/', '_').replace(':', '_')}" / "base.tar")
-    if not rootfs.is_file():
+    # e2e/build.sh writes base.tar in place and its .stamp once it is whole: a base.tar
+    # without the stamp is still being written (committed then, the base has no /bin/sh).
+    if not rootfs.is_file() or not rootfs.with_name(".stamp").is_file():
         raise FileNotFoundError(f"{rootfs} not built: e2e/build.sh baseimage")
     container = _buildah("from", "scratch").strip()
     try:
@@ -85,9 +100,7 @@ def _build(repo: Path) -> Built:
     if not archive.is_file():
         ensure_base()
         t0 = time.monotonic()
-        mounts = [arg for m in BUILD_MOUNTS if Path(m).exists() for arg in ("-v", f"{m}:{m}:ro")]
-        _buildah("bud", "--pull=never", "--isolation", "chroot", "--layers=false", *mounts,
-                 "-t", name, "-f", str(repo / "Dockerfile"), str(repo))
+        _buildah("bud", *bud_options(), "-t", name, "-f", str(repo / "Dockerfile"), str(repo))
         seconds = time.monotonic() - t0
         archive.parent.mkdir(parents=True, exist_ok=True)
         partial = archive.with_suffix(".partial")
