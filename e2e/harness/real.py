@@ -181,10 +181,21 @@ def rolled(real: Real, generation: int) -> bool:
 
 
 def leader(real: Real) -> str:
-    """The pod whose reconciler holds the chart's Lease ("" while none does)."""
+    """The live pod whose reconciler holds the chart's Lease ("" while none does). Just after a
+    rollout the Lease may still name a replica that stopped (its reconciler killed before it
+    could hand the Lease back, under load): that one is no leader to act on."""
     with real.cluster.api_client() as api:
         lease = client.CoordinationV1Api(api).read_namespaced_lease(FULLNAME, NAMESPACE)
-    return str(lease.spec.holder_identity or "").split("_")[0]
+        holder = str(lease.spec.holder_identity or "").split("_")[0]
+        if not holder:
+            return ""
+        try:
+            pod = client.CoreV1Api(api).read_namespaced_pod(holder, NAMESPACE)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return ""
+            raise
+    return "" if pod.metadata.deletion_timestamp else holder
 
 
 def kill_reconciler(real: Real, pod_name: str) -> int:
