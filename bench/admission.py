@@ -24,7 +24,7 @@ import aiohttp
 import trustme
 
 from bench.webhook_server import FixedFacts
-from controller.core import admission
+from controller.core.admission import admission
 from e2e.harness.figures import percentile
 from tests import factories
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from kubernetes import client
 
-from controller.core import names
+from controller.core.basics import names
 from e2e.harness import parity
 from e2e.harness.cluster import LocalCluster
 from e2e.harness.cluster import tekton as tekton_cluster

@@ -21,7 +21,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, Phase, given, settings
 
-from controller.core import names
+from controller.core.basics import names
 from e2e.harness.cluster import LocalCluster
 from e2e.harness.cluster import tekton as tekton_cluster
 from e2e.harness.coscheduler import install_crds

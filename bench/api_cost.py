@@ -23,7 +23,7 @@ from pathlib import Path
 
 from kubernetes import client
 
-from controller.core import names
+from controller.core.basics import names
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import LocalCluster
 from e2e.harness.coscheduler import Coscheduler, install_crds

@@ -42,8 +42,8 @@ from kubernetes import client
 
 from bench.scale import say
 from bench.scale_report import _save
-from controller.core import names
-from controller.core.times import parse_time
+from controller.core.basics import names
+from controller.core.basics.times import parse_time
 from controller.settings import Settings
 from e2e.harness import capacity, faults
 from e2e.harness import tekton_runs as tr

@@ -28,7 +28,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from bench.scale import say
-from controller.core import names
+from controller.core.basics import names
 from e2e.harness import chaos, faults, leaders, release
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import LocalCluster

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from bench.pod_churn import cpu_seconds, tree, tree_rss_mib
-from controller.core import names
+from controller.core.basics import names
 from e2e.harness.cluster import LocalCluster
 
 

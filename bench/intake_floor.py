@@ -31,7 +31,7 @@ from typing import Any
 
 from kubernetes import client
 
-from controller.core import glance
+from controller.core.replica import glance
 from controller.kube.intake import Intake
 from controller.kube.reflector import open_watch
 from controller.metrics import Metrics

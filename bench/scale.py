@@ -54,7 +54,7 @@ from bench import scale_report, scale_warm
 from bench.pod_churn import cpu_seconds, tree_rss_mib
 from bench.profile import Profile, top_frames
 from bench.scale_report import OURS, ModeResult
-from controller.core import names
+from controller.core.basics import names
 from e2e.harness import faults, release
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import LocalCluster

@@ -44,7 +44,7 @@ from typing import Any, cast
 
 from kubernetes import client
 
-from controller.core import names
+from controller.core.basics import names
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster.api import ClusterApi
 

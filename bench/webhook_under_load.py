@@ -27,7 +27,7 @@ from pathlib import Path
 
 from kubernetes import client
 
-from controller.core import names
+from controller.core.basics import names
 from controller.faces import webhook
 from e2e.harness.cluster import LocalCluster
 from e2e.harness.cluster import tekton as tekton_cluster

@@ -12,8 +12,8 @@ from typing import Literal
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from controller.core import names
-from controller.core.fragments import (
+from controller.core.basics import names
+from controller.core.basics.fragments import (
     LabelMap,
     LocalObjectReference,
     ObjectName,
@@ -21,7 +21,7 @@ from controller.core.fragments import (
     Resources,
     Toleration,
 )
-from controller.core.policy import Capacity, EffectivePolicy, Isolation, Warm
+from controller.core.policy.policy import Capacity, EffectivePolicy, Isolation, Warm
 
 ENV_PREFIX = "COSCHEDULER_"
 
@@ -41,7 +41,8 @@ class Settings(BaseSettings):
     balloon_tolerations: list[Toleration] = []
     balloon_image_pull_secrets: list[LocalObjectReference] = []
 
-    # Capacity-aware anchoring (core/reservation.py): on by default, a policy may turn it off.
+    # Capacity-aware anchoring (core/capacity/reservation.py): on by default, a policy may turn it
+    # off.
     capacity_anchor: bool = True
     capacity_wait_seconds: int = Field(default=60, ge=0, le=3600)
     # Cluster Autoscaler runs in the cluster: a run larger than every node waits for it to add
@@ -50,8 +51,8 @@ class Settings(BaseSettings):
     # The chart's PriorityClass for reservation pods: below every task pod, above autoscalers'
     # expendable cutoff, never preempting.
     reservation_priority_class_name: ObjectName = "tekton-coscheduler-reservation"
-    # Warm anchors (core/warm.py): a run's anchor prefers the nodes that hold its images; on
-    # by default, since it only prefers. A policy may turn it off, or ask for warm caches.
+    # Warm anchors (core/placement/warm.py): a run's anchor prefers the nodes that hold its images;
+    # on by default, since it only prefers. A policy may turn it off, or ask for warm caches.
     warm_images: bool = True
 
     topology_key: QualifiedName = "kubernetes.io/hostname"
@@ -62,7 +63,7 @@ class Settings(BaseSettings):
     admission_mode: Literal["webhook", "policy"] = "webhook"
     admission_policy_name: ObjectName = "tekton-coscheduler"
     # Webhook mode: a run's pods made before its balloon pod is bound wait behind a scheduling
-    # gate until it is (core/gate.py), rather than race it for their shared volumes.
+    # gate until it is (core/placement/gate.py), rather than race it for their shared volumes.
     gate_until_anchored: bool = True
     admission_policy_version: Literal["v1", "v1beta1"] = "v1"
 
@@ -99,8 +100,8 @@ class Settings(BaseSettings):
     reconcile: bool = True
     # On SIGTERM a replica keeps answering admission requests (not ready meanwhile) at least
     # this long, and until its Service's EndpointSlices no longer list it, a margin for the
-    # proxies has passed and no call came for 2 s (core/drain.py), at most the second figure;
-    # the chart's termination grace is longer.
+    # proxies has passed and no call came for 2 s (core/replica/drain.py), at most the second
+    # figure; the chart's termination grace is longer.
     shutdown_drain_seconds: float = Field(default=10.0, ge=0, le=600)
     shutdown_drain_max_seconds: float = Field(default=60.0, ge=0, le=600)
     # The Service in front of the webhook, in the pod's namespace (the chart sets it); unset, a

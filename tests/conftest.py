@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from controller.core import policy
+from controller.core.policy import policy
 from controller.settings import Settings
 
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller.core import policy
-from controller.core.policy import Isolation
+from controller.core.policy import policy
+from controller.core.policy.policy import Isolation
 from controller.settings import Settings, SettingsError, load_settings
 
 

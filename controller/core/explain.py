@@ -13,8 +13,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.core import affinity, anchor, gate, names, nodes, tekton, waiting, warm
-from controller.core.pods import scheduled_condition
+from controller.core.admission import affinity
+from controller.core.basics import names
+from controller.core.capacity import nodes
+from controller.core.model import tekton
+from controller.core.model.pods import scheduled_condition
+from controller.core.placement import anchor, gate, waiting, warm
 
 KIND, VERSION = "RunExplanation", 1
 Said = Callable[[str, str | None], None]  # a problem, and what to do about it

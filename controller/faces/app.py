@@ -19,7 +19,7 @@ import sys
 import aiohttp
 import structlog
 
-from controller.core.names import APP, LABEL_MANAGED_BY
+from controller.core.basics.names import APP, LABEL_MANAGED_BY
 from controller.faces import drain, probes, supervise, webhook
 from controller.kube import webhook_tls
 from controller.kube.client import Kube

@@ -10,7 +10,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from controller.core import names, tekton, versions
+from controller.core.basics import names
+from controller.core.model import tekton, versions
 from controller.faces import terminal
 from controller.kube import access
 from controller.kube.client import ApiError, Kube, api_message

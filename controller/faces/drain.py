@@ -1,5 +1,5 @@
-"""The server's drain after SIGTERM: it keeps answering admission calls until core/drain.py says
-it may stop, looking at its Service's EndpointSlices twice a second meanwhile."""
+"""The server's drain after SIGTERM: it keeps answering admission calls until core/replica/drain.py
+says it may stop, looking at its Service's EndpointSlices twice a second meanwhile."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import structlog
 
-from controller.core import drain as rule
+from controller.core.replica import drain as rule
 from controller.kube.client import ApiError, Kube
 from controller.kube.leadership import default_namespace
 from controller.settings import Settings

@@ -8,7 +8,10 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from controller.core import balloon, explain, names, tekton
+from controller.core import explain
+from controller.core.basics import names
+from controller.core.model import tekton
+from controller.core.placement import balloon
 from controller.faces import terminal
 from controller.kube.client import Kube
 from controller.kube.connection import connect

@@ -15,7 +15,7 @@ from typing import Any
 import kopf
 import structlog
 
-from controller.core import names
+from controller.core.basics import names
 from controller.kube import connection
 from controller.operator.runs import Operator
 

@@ -21,7 +21,7 @@ from typing import Any, cast
 import kopf
 import structlog
 
-from controller.core import names
+from controller.core.basics import names
 from controller.faces import kopf_handlers, probes, supervise
 from controller.faces.streams import Streams
 from controller.kube.admission_policies import AdmissionPolicies

@@ -6,8 +6,8 @@ workqueue).
 A run's events, a pod's, and the resync's looks at runs all come here, keyed by the object's
 uid: whatever a handler raises is judged in one place (kube/errors.py). A transient failure
 puts the object back after its backoff (milliseconds first, doubling while it keeps failing,
-never less than the API server's Retry-After: core/backoff.py), unless a newer event of it came
-meanwhile, which then runs at once; success forgets its failures. A permanent one is said and
+never less than the API server's Retry-After: core/replica/backoff.py), unless a newer event of it
+came meanwhile, which then runs at once; success forgets its failures. A permanent one is said and
 dropped. No failure holds up another object, and none waits for an unrelated event to be tried
 again. The handlers here are run again on any replay, so skipping an event that a newer one of
 the same object superseded loses nothing: the newer carries the object as it is now.
@@ -29,7 +29,7 @@ from typing import Generic, TypeVar
 
 import structlog
 
-from controller.core import backoff
+from controller.core.replica import backoff
 from controller.kube import errors
 from controller.metrics import Metrics
 

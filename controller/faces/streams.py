@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from controller.core import glance, names, tekton
+from controller.core.basics import names
+from controller.core.model import tekton
+from controller.core.replica import glance
 from controller.faces.serial import Serial
 from controller.kube.client import Kube
 from controller.kube.clusterview import Facts, switched_on
@@ -24,8 +26,8 @@ Handler = Callable[[str, Mapping[str, Any]], None]
 
 
 # What the pod watches ask the API server for, one watch each: our balloon and reservation
-# pods; the pods of runs we marked (core/mark.py: Tekton copies the mark to them); the pods
-# admission tied before their run was marked (its first ones). The three never overlap, and the
+# pods; the pods of runs we marked (core/placement/mark.py: Tekton copies the mark to them); the
+# pods admission tied before their run was marked (its first ones). The three never overlap, and the
 # pods of runs we do not serve are in none: they never reach the leader (bench-scale's "not
 # ours": the events of those pods were most of what such a run cost). A pod of an enabled
 # namespace that admission left alone (opted out, or made while no replica answered) carries

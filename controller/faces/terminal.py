@@ -15,7 +15,8 @@ from typing import Any
 
 import yaml
 
-from controller.core import explain, names
+from controller.core import explain
+from controller.core.basics import names
 from controller.kube import errors
 from controller.kube.client import ApiError, api_message
 from controller.kube.connection import ConfigError, Target, pod_namespace, pod_service_account

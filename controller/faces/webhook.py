@@ -16,7 +16,7 @@ from pathlib import Path
 import structlog
 from aiohttp import web
 
-from controller.core import admission
+from controller.core.admission import admission
 from controller.metrics import Metrics
 
 log = structlog.get_logger(__name__)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from controller.core import names, resolution, tekton
+from controller.core.basics import names
+from controller.core.model import resolution, tekton
 
 
 @dataclass(frozen=True)

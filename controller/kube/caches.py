@@ -22,7 +22,8 @@ from typing import Any
 
 import structlog
 
-from controller.core import names, resolution, tekton
+from controller.core.basics import names
+from controller.core.model import resolution, tekton
 from controller.kube.client import Kube, Obj
 from controller.kube.clusterview import Facts
 from controller.kube.reflector import Reflector, start_thread
@@ -130,7 +131,8 @@ class Caches:
         return self.watches["balloons"].store.values()
 
     def budgets(self) -> list[Obj] | None:
-        """Our namespaces' PodDisruptionBudgets (core/budget.py); None while not synced."""
+        """Our namespaces' PodDisruptionBudgets (core/placement/budget.py); None while not
+        synced."""
         store = self._store("budgets")
         return None if store is None else store.values()
 

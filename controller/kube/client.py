@@ -15,7 +15,8 @@ from typing import Any
 import structlog
 from kubernetes.client.exceptions import ApiException
 
-from controller.core import names, tekton
+from controller.core.basics import names
+from controller.core.model import tekton
 from controller.kube.api import MERGE, STRATEGIC, Api, path
 from controller.kube.api import ApiError as ApiError  # what the layers above catch
 from controller.kube.api import Obj as Obj
@@ -87,8 +88,8 @@ class Kube(Api):
 
     def release_pod_gate(self, namespace: str, name: str, uid: str,
                          patch: Mapping[str, Any]) -> bool:
-        """A strategic merge patch of that pod's scheduling gates (core/gate.py). False for a
-        pod gone, or replaced by one of the same name (the uid precondition): left alone."""
+        """A strategic merge patch of that pod's scheduling gates (core/placement/gate.py). False
+        for a pod gone, or replaced by one of the same name (the uid precondition): left alone."""
         body = {**patch, "metadata": {"uid": uid}}
         try:
             self.send("PATCH", path("v1", "pods", namespace, name), body,
@@ -181,8 +182,8 @@ class Kube(Api):
     def patch_tekton(
         self, namespace: str, plural: str, name: str, patch: Mapping[str, Any]
     ) -> None:
-        """A merge patch of a PipelineRun or TaskRun (the mark of an anchored run, core/mark.py);
-        one that is gone meanwhile is left."""
+        """A merge patch of a PipelineRun or TaskRun (the mark of an anchored run,
+        core/placement/mark.py); one that is gone meanwhile is left."""
         try:
             self.send("PATCH", path(TEKTON, plural, namespace, name), dict(patch),
                       content_type=MERGE)

@@ -16,7 +16,9 @@ import orjson
 import structlog
 import yaml
 
-from controller.core import names, policy, tekton
+from controller.core.basics import names
+from controller.core.model import tekton
+from controller.core.policy import policy
 from controller.kube.client import Kube
 from controller.kube.reflector import Reflector, start_thread
 from controller.kube.store import Listing
@@ -34,7 +36,8 @@ class Facts:
     policies: Mapping[str, policy.PolicyResolution] = field(default_factory=dict)
     policy_objects: tuple[Mapping[str, Any], ...] = ()
     # The status of each namespace's policy that applies: where its pipelines last ran
-    # (core/warmcache.py), written by the leader, read back by any replica after a restart.
+    # (core/placement/warmcache.py), written by the leader, read back by any replica after a
+    # restart.
     warm_status: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     defaults: policy.PolicyResolution | None = None
     tekton_default_template: Mapping[str, Any] = field(default_factory=dict)

@@ -15,7 +15,7 @@ from typing import Any
 import kubernetes
 import structlog
 
-from controller.core import apicalls
+from controller.core.replica import apicalls
 from controller.kube.fencing import Leadership
 from controller.metrics import Metrics
 

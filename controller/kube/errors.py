@@ -1,6 +1,6 @@
 """Every failed call to the API server, in one place: what it was, and whether trying again can
 help. The work queue (faces/serial.py) asks this of whatever a handler raised, and retries with
-the backoff of core/backoff.py when it can.
+the backoff of core/replica/backoff.py when it can.
 
 Transient: the API server throttled us (429, its Retry-After honoured) or failed (5xx), a write
 met a newer version (409), the request timed out or its connection broke (urllib3's errors,
@@ -39,8 +39,8 @@ PERMANENT_STATUSES = {400: "invalid", 403: "forbidden", 404: "gone", 410: "gone"
 # The authorizer's words (k8s.io/apiserver's forbidden message): `User "..." cannot create
 # resource "pods" ...`; admission's 403s (quota, a terminating namespace) say otherwise.
 _DENIED = re.compile(r'User "[^"]*" cannot ')
-# Tries in a row after which a failure that lasts is said: with core/backoff.py's 20 ms doubling,
-# the tenth comes some 20 s after the first.
+# Tries in a row after which a failure that lasts is said: with core/replica/backoff.py's 20 ms
+# doubling, the tenth comes some 20 s after the first.
 LASTING = 10
 
 # How many times in a row the item being handled has failed before this try: set by the work

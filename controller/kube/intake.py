@@ -1,4 +1,5 @@
-"""One cluster-wide watch whose events are glanced at before they are decoded (core/glance.py).
+"""One cluster-wide watch whose events are glanced at before they are decoded
+(core/replica/glance.py).
 
 The leader's PipelineRun and TaskRun-pod streams: every run of the cluster changes a dozen
 times or more, and most are of namespaces that did not opt in. kopf decodes each event and
@@ -27,7 +28,7 @@ import orjson
 import structlog
 from kubernetes.client.exceptions import ApiException
 
-from controller.core.glance import Glance, glance
+from controller.core.replica.glance import Glance, glance
 from controller.kube.reflector import lines, list_all, open_watch, run_forever
 from controller.metrics import Metrics
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import structlog
 
-from controller.core.lease import Observed, claimed, may_take, observe
-from controller.core.times import micro_time
+from controller.core.basics.times import micro_time
+from controller.core.replica.lease import Observed, claimed, may_take, observe
 from controller.kube import errors
 from controller.kube.client import Kube
 from controller.kube.fencing import Leadership
@@ -53,7 +53,7 @@ class LeaderElector:
     name: str
     me: str
     duration: int = 15
-    # This process's monotonic clock: expiry is judged by it alone (core/lease.py).
+    # This process's monotonic clock: expiry is judged by it alone (core/replica/lease.py).
     clock: Callable[[], float] = time.monotonic
     # What every write of this process checks (kube/fencing.py): granted at each renewal.
     leadership: Leadership | None = None

@@ -1,9 +1,9 @@
 """Anchors on nodes that go away: moved when they may, kept and explained when they may not.
 
 Fed by the node watch: a node event concerns the runs anchored there (PodIndex). For each,
-core/nodes.py says whether the node can still keep the anchor and core/anchor.py whether the
-anchor moves. Moving is deleting the balloon pod (no grace on a node that will not confirm);
-its StatefulSet makes a new one and Placement says AnchorMoved once it is bound. An anchor
+core/capacity/nodes.py says whether the node can still keep the anchor and core/placement/anchor.py
+whether the anchor moves. Moving is deleting the balloon pod (no grace on a node that will not
+confirm); its StatefulSet makes a new one and Placement says AnchorMoved once it is bound. An anchor
 that must stay is said on the run (AnchorNodeUnavailable) and looked at again every few seconds,
 so that it moves as soon as the pods holding it end. A move is decided on the pod index, then
 confirmed with the run's pods as the API server has them: the index may not have shown yet a
@@ -19,7 +19,10 @@ from typing import Any
 
 import structlog
 
-from controller.core import anchor, names, nodes, tekton
+from controller.core.basics import names
+from controller.core.capacity import nodes
+from controller.core.model import pods, tekton
+from controller.core.placement import anchor
 from controller.kube.client import ApiError, Kube, api_message
 from controller.metrics import Metrics
 from controller.operator.notify import Notifier, pipelinerun_ref
@@ -58,7 +61,7 @@ class AnchorGuard:
         """A balloon pod the watch shows bound to a node already known unavailable: its anchor
         is looked at now (after the index files it). A new leader knows the nodes before its
         pod watches replay the cluster, and a node that went NotReady before then says nothing
-        more: no heartbeat reaches the guard (core/nodes.reads)."""
+        more: no heartbeat reaches the guard (core/capacity/nodes.reads)."""
         node = str((pod.get("spec") or {}).get("nodeName") or "")
         if deleted or not node or (pod.get("metadata") or {}).get("deletionTimestamp"):
             return  # a pod on its way out (a move begun) is not looked at again
@@ -138,11 +141,11 @@ class AnchorGuard:
         except ApiError as exc:
             log.warning("anchor not moved", error=api_message(exc), run=run_uid)
 
-    def _run_pods(self, namespace: str, run_name: str, run_uid: str) -> list[anchor.RunPod]:
-        pods = self.kube.list_run_pods(namespace, run_name)
+    def _run_pods(self, namespace: str, run_name: str, run_uid: str) -> list[pods.RunPod]:
+        listed = self.kube.list_run_pods(namespace, run_name)
         runs = [tekton.task_run_pod_run((p.get("metadata") or {}).get("labels") or {})
-                for p in pods]
-        return [anchor.run_pod(p) for p, run in zip(pods, runs, strict=True)
+                for p in listed]
+        return [pods.run_pod(p) for p, run in zip(listed, runs, strict=True)
                 if run is not None and run.uid in ("", run_uid)]
 
     def _mobility(self, namespace: str, claim: str, node: str) -> anchor.Mobility:

@@ -1,8 +1,8 @@
 """Says when Tekton's own affinity assistant is switched on, and when it is off again.
 
 With the assistant on, Tekton pins a run's pods to its own placeholder, so balloons would fight
-it: core/reconcile.py makes none (unless told to ignore it) and this module says why, once, on
-Tekton's feature-flags ConfigMap, where the administrator who switched it on will look."""
+it: core/placement/reconcile.py makes none (unless told to ignore it) and this module says why,
+once, on Tekton's feature-flags ConfigMap, where the administrator who switched it on will look."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import structlog
 
-from controller.core import tekton
-from controller.core.notices import Notice
+from controller.core.basics.notices import Notice
+from controller.core.model import tekton
 from controller.kube.clusterview import Facts
 from controller.metrics import Metrics
 from controller.operator.notify import Notifier

@@ -10,9 +10,11 @@ from typing import Any
 
 import structlog
 
-from controller.core import names, reconcile, tekton
-from controller.core.notices import Notice
-from controller.core.reconcile import Verb
+from controller.core.basics import names
+from controller.core.basics.notices import Notice
+from controller.core.model import tekton
+from controller.core.placement import reconcile
+from controller.core.placement.reconcile import Verb
 from controller.kube import errors
 from controller.kube.client import ApiError, Kube, api_message
 from controller.metrics import Metrics

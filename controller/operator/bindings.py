@@ -1,4 +1,4 @@
-"""Policy mode: keeps our MutatingAdmissionPolicyBindings what core.admission_policy says.
+"""Policy mode: keeps our MutatingAdmissionPolicyBindings what core.admission.admission_policy says.
 
 Called by the leader only: on every change of the cluster view it reads (a namespace's policy,
 one switched on or off, Tekton's assistant switched on or off) and on every resync, so that a
@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import structlog
 
-from controller.core import admission_policy
+from controller.core.admission import admission_policy
 from controller.kube.admission_policies import AdmissionPolicies
 from controller.kube.client import ApiError, api_message
 from controller.kube.clusterview import Facts

@@ -1,4 +1,4 @@
-"""The PodDisruptionBudget of each namespace with balloons (core/budget.py): made with the
+"""The PodDisruptionBudget of each namespace with balloons (core/placement/budget.py): made with the
 namespace's first balloon, made again by the resync if it went, and deleted once the namespace
 is switched off and its last balloon is gone. A budget of another's holding its name is said on
 the namespace's runs.
@@ -12,8 +12,10 @@ from typing import Any
 
 import structlog
 
-from controller.core import budget, names, tekton
-from controller.core.notices import Notice
+from controller.core.basics import names
+from controller.core.basics.notices import Notice
+from controller.core.model import tekton
+from controller.core.placement import budget
 from controller.kube import errors
 from controller.kube.caches import Caches
 from controller.kube.client import ApiError, Kube, api_message

@@ -1,7 +1,7 @@
-"""Capacity-aware anchoring, the adapter: keep each run's reservation pod as core/reservation.py
-decides, for the peak operator/estimates.py keeps and what operator/headroom.py says its
-namespace and nodes leave room for. Every step may be replayed: the decision reads only what the
-watches show, and creating or deleting twice changes nothing.
+"""Capacity-aware anchoring, the adapter: keep each run's reservation pod as
+core/capacity/reservation.py decides, for the peak operator/estimates.py keeps and what
+operator/headroom.py says its namespace and nodes leave room for. Every step may be replayed: the
+decision reads only what the watches show, and creating or deleting twice changes nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from typing import Any
 
 import structlog
 
-from controller.core import names, progress, quantity, reservation, tekton
+from controller.core.basics import names, quantity
+from controller.core.capacity import reservation
+from controller.core.model import progress, tekton
 from controller.kube import errors
 from controller.kube.caches import Caches
 from controller.kube.client import ApiError, Kube, api_message
@@ -115,7 +117,7 @@ class Capacity:
 
     def tend(self, body: Mapping[str, Any], facts: Facts, existing: Mapping[str, Any] | None,
              plan: Mapping[str, Any] | None = None, src: sources.Sources | None = None) -> bool:
-        """Puts the run's reservation pod where core/reservation.py says (`existing`: its
+        """Puts the run's reservation pod where core/capacity/reservation.py says (`existing`: its
         balloon; `plan`: the balloon as planned, before it exists). One run is tended by one
         thread at a time, and not again within a moment of acting, before the watch has shown
         what the action did. True: the run's balloon is to be planned again now (without a

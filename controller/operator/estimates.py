@@ -1,5 +1,5 @@
-"""Each run's peak, the adapter: core/peak.py over the watch caches and the pod index. Kept for
-the run's life once complete (its pipeline and every task read), so that each later event of
+"""Each run's peak, the adapter: core/capacity/peak.py over the watch caches and the pod index. Kept
+for the run's life once complete (its pipeline and every task read), so that each later event of
 the run reads it instead of estimating again; capacity (operator/capacity.py) and the
 namespace's demand (operator/headroom.py) read it.
 """
@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import threading
 
-from controller.core import peak, podrequests, quantity, reservation, tekton
+from controller.core.basics import quantity
+from controller.core.capacity import peak, reservation
+from controller.core.model import podrequests, tekton
 from controller.kube.caches import Caches
 from controller.kube.clusterview import Facts
 from controller.operator import sources

@@ -1,5 +1,5 @@
-"""Releases the scheduling gate admission put on a run's pods (core/gate.py) once the run's
-balloon pod is bound: on the balloon pod's binding, on a gated pod's event when the anchor is
+"""Releases the scheduling gate admission put on a run's pods (core/placement/gate.py) once the
+run's balloon pod is bound: on the balloon pod's binding, on a gated pod's event when the anchor is
 already known (a pod made just before the run's mark reached its TaskRun, or replayed by the
 pod watch after a restart), at every resync round for a release that failed, for a run that
 ends, and for every gated pod when this process stops leading.
@@ -13,7 +13,9 @@ from typing import Any
 
 import structlog
 
-from controller.core import gate, names, tekton
+from controller.core.basics import names
+from controller.core.model import tekton
+from controller.core.placement import gate
 from controller.kube import errors
 from controller.kube.client import ApiError, Kube, api_message
 from controller.metrics import Metrics

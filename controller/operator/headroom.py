@@ -1,6 +1,7 @@
 """What a run's reservation asks: its peak, as far as the namespace's ResourceQuotas and
-LimitRanges leave room for it (core/quota.py) and the nodes the run may use can ever hold it
-(core/nodefit.py), read from the watch caches; said on the run when it is less than the peak.
+LimitRanges leave room for it (core/capacity/quota.py) and the nodes the run may use can ever hold
+it (core/capacity/nodefit.py), read from the watch caches; said on the run when it is less than the
+peak.
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from controller.core import nodefit, peak, quantity, quota, tekton
-from controller.core.notices import Notice
-from controller.core.quantity import Amounts
+from controller.core.basics import quantity
+from controller.core.basics.notices import Notice
+from controller.core.basics.quantity import Amounts
+from controller.core.capacity import nodefit, peak, quota
+from controller.core.model import tekton
 from controller.kube.caches import Caches
 from controller.kube.client import ApiError, Kube
 from controller.kube.clusterview import Facts

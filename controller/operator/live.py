@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from controller.core import tekton
+from controller.core.model import tekton
 
 
 class LiveRuns:

@@ -1,8 +1,8 @@
-"""Marks anchored runs, so that they stay anchored to their end (core/mark.py).
+"""Marks anchored runs, so that they stay anchored to their end (core/placement/mark.py).
 
 A run the operator makes a balloon or a reservation for is marked once, as soon as Tekton has
-made its own first writes to it (core/mark.ready): its PipelineRun, and the TaskRuns Tekton
-made before the mark whose pods the pod watch has shown (Tekton copies the mark to those it
+made its own first writes to it (core/placement/mark.ready): its PipelineRun, and the TaskRuns
+Tekton made before the mark whose pods the pod watch has shown (Tekton copies the mark to those it
 makes after). Those are few: Tekton makes a run's first TaskRuns after the writes the mark
 waits for, so a LIST of the run's TaskRuns at each mark patched 0.02 of them a run (bench).
 When a namespace is switched off, its marked runs' TaskRuns are listed and looked at once more:
@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterable
 
 import structlog
 
-from controller.core import mark, tekton
+from controller.core.model import tekton
+from controller.core.placement import mark
 from controller.kube import errors
 from controller.kube.client import ApiError, Kube, api_message
 from controller.kube.clusterview import Facts

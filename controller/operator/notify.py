@@ -8,8 +8,8 @@ from typing import Any
 
 import structlog
 
-from controller.core import tekton
-from controller.core.notices import Notice
+from controller.core.basics.notices import Notice
+from controller.core.model import tekton
 from controller.kube.client import Kube
 
 log = structlog.get_logger(__name__)

@@ -1,6 +1,6 @@
 """One observation per run event: everything a run's decision reads, read once from the
-leader's caches and the pod index before anything is decided (core/reconcile.decide is then a
-pure function of it).
+leader's caches and the pod index before anything is decided (core/placement/reconcile.decide is
+then a pure function of it).
 
 The claims come from the claims cache's owner index and by name, the claims other balloons
 mount from the pod index's claim index, the run's Pipeline, ResolutionRequests and reservation
@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from controller.core import reconcile, tekton
+from controller.core.model import tekton
+from controller.core.placement import reconcile
 from controller.kube.caches import Caches
 from controller.kube.client import Kube
 from controller.kube.clusterview import Facts

@@ -15,10 +15,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from controller.core import affinity, anchor, balloon, names, tekton
-from controller.core.notices import Notice
-from controller.core.pods import HOSTNAME, scheduled_condition
-from controller.core.times import parse_time
+from controller.core.admission import affinity
+from controller.core.basics import names
+from controller.core.basics.notices import Notice
+from controller.core.basics.times import parse_time
+from controller.core.model import tekton
+from controller.core.model.pods import HOSTNAME, scheduled_condition
+from controller.core.placement import anchor, balloon
 from controller.kube.client import Kube
 from controller.metrics import Metrics
 from controller.operator.notify import Notifier, pipelinerun_ref
@@ -119,7 +122,7 @@ class Placement:
             self._unexplained.pop(run_uid, None)
 
     def expect_move(self, run_uid: str, node: str, why: str) -> None:
-        """The operator is moving the anchor off `node` (core/anchor.py)."""
+        """The operator is moving the anchor off `node` (core/placement/anchor.py)."""
         with self._lock:
             self._moving[run_uid] = (node, why)
 
@@ -142,8 +145,8 @@ class Placement:
                     self._tell_moved(uid, move.run, node, move.to, gone_because(pod))
             return
         if not node or meta.get("deletionTimestamp"):
-            # Waiting for a node (core/waiting.py decides when that is worth saying), or on its
-            # way out: the anchor is where its successor will be bound.
+            # Waiting for a node (core/placement/waiting.py decides when that is worth saying), or
+            # on its way out: the anchor is where its successor will be bound.
             return
         ns = str(meta.get("namespace") or "")
         ref = pipelinerun_ref(str(labels.get(names.LABEL_RUN) or ""), ns, uid)

@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.core import affinity, anchor, names, tekton
-from controller.core import progress as run_progress
-from controller.core.anchor import RunPod
-from controller.core.pods import scheduled_condition
-from controller.core.times import parse_time
-from controller.core.waiting import Waiting
+from controller.core.admission import affinity
+from controller.core.basics import names
+from controller.core.basics.times import parse_time
+from controller.core.model import pods, tekton
+from controller.core.model import progress as run_progress
+from controller.core.model.pods import RunPod, scheduled_condition
+from controller.core.placement.waiting import Waiting
 
 
 @dataclass
@@ -176,7 +177,7 @@ class PodIndex:
                 self._wait(run.uid, state, pod_uid, None)
                 return run.uid
             node = str(spec.get("nodeName") or "")
-            state.pods[pod_uid] = anchor.run_pod(pod)
+            state.pods[pod_uid] = pods.run_pod(pod)
             waiting, message, since = _unschedulable(pod)
             old = state.waiting.get(pod_uid)
             self._wait(run.uid, state, pod_uid, Waiting(
@@ -224,7 +225,7 @@ class PodIndex:
             return list(state.rooms.values()) if state else []
 
     def progress(self, run_uid: str) -> tuple[frozenset[str], dict[str, int], bool]:
-        """core/progress.py: tasks done, what the running pods hold, whether a pod waits."""
+        """core/model/progress.py: tasks done, what the running pods hold, whether a pod waits."""
         return run_progress.progress(self.run_pods(run_uid))
 
     def task_runs(self, run_uid: str) -> list[str]:

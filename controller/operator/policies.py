@@ -1,4 +1,4 @@
-"""The status of CoschedulingPolicies: written from core.policystatus, with an Event for each
+"""The status of CoschedulingPolicies: written from core.policy.policystatus, with an Event for each
 problem; and the count of invalid ones (a metric)."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.core import names, policystatus
-from controller.core.notices import Notice
+from controller.core.basics import names
+from controller.core.basics.notices import Notice
+from controller.core.policy import policystatus
 from controller.kube.client import Kube
 from controller.kube.clusterview import ClusterView, Facts
 from controller.metrics import Metrics

@@ -1,5 +1,5 @@
 """Runs behind Tekton's resolvers, the adapter: their tasks' specs from the ResolutionRequests
-Tekton makes for them (core/resolution.py, read from the leader's watch cache), and their
+Tekton makes for them (core/model/resolution.py, read from the leader's watch cache), and their
 anchor held while Tekton resolves, so that the run's peak, not a guess, chooses the node.
 
 A held run is reconciled again when a ResolutionRequest it owns changes, when Tekton
@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.core import resolution, tekton
-from controller.core.peak import Reader
-from controller.core.times import parse_time
+from controller.core.basics.times import parse_time
+from controller.core.capacity.peak import Reader
+from controller.core.model import resolution, tekton
 from controller.kube.caches import Caches
 from controller.operator.sources import RESOLUTION_REQUESTS as KIND
 from controller.operator.sources import Sources

@@ -23,8 +23,9 @@ from typing import Any, TypeVar
 
 import structlog
 
-from controller.core import names, tekton
-from controller.core.times import parse_time
+from controller.core.basics import names
+from controller.core.basics.times import parse_time
+from controller.core.model import tekton
 from controller.kube import errors
 from controller.operator.runs import Operator
 

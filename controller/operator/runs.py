@@ -13,8 +13,12 @@ from typing import Any
 
 import structlog
 
-from controller.core import balloon, glance, mark, names, nodes, reconcile, tekton
-from controller.core.reconcile import Verb
+from controller.core.basics import names
+from controller.core.capacity import nodes
+from controller.core.model import tekton
+from controller.core.placement import balloon, mark, reconcile
+from controller.core.placement.reconcile import Verb
+from controller.core.replica import glance
 from controller.kube.caches import Caches
 from controller.kube.client import Kube
 from controller.kube.clusterview import ClusterView
@@ -123,8 +127,8 @@ class Operator:
 
     def tend_room(self, run_uid: str, plan: Mapping[str, Any] | None = None,
                   src: Sources | None = None) -> None:
-        """The live run's reservation pod kept where core/reservation.py says; a balloon to be
-        planned again without one goes back on the work queue (`plan`: as just planned)."""
+        """The live run's reservation pod kept where core/capacity/reservation.py says; a balloon to
+        be planned again without one goes back on the work queue (`plan`: as just planned)."""
         body = self.live.get(run_uid)
         if body is None:
             return

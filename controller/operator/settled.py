@@ -18,8 +18,8 @@ rewritten a few times for every run, and at 1,000 runs in one namespace a claim 
 settled yet unsettled all of the namespace's.
 
 A settled run's own events wake it only when they change what its decision reads of the run
-(core/reconcile.reads): Tekton rewrites a running run's status a few dozen times, and each was
-a whole reconcile.
+(core/placement/reconcile.reads): Tekton rewrites a running run's status a few dozen times, and each
+was a whole reconcile.
 
 A run stays settled at most `rounds` rounds, the safety net for what no watch said (a watch
 that lost its place and listed again tells no listener what changed meanwhile).
@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any, NamedTuple
 
-from controller.core import names
+from controller.core.basics import names
 from controller.kube.caches import Caches
 from controller.kube.clusterview import Facts
 from controller.kube.store import namespace_of, owner_uids
@@ -44,7 +44,7 @@ def _spec(obj: Mapping[str, Any]) -> object:
 
 
 def _claim_read(obj: Mapping[str, Any]) -> object:
-    """What a run's decision reads of a claim (core/reconcile.desired_claims): its access
+    """What a run's decision reads of a claim (core/placement/reconcile.desired_claims): its access
     modes and owners, not its status or annotations, which the binding rewrites."""
     return ((obj.get("spec") or {}).get("accessModes"), tuple(owner_uids(obj)))
 
@@ -86,7 +86,7 @@ class Settled:
 
     def settle(self, uid: str, namespace: str, begun: int, reads: object = None) -> None:
         """The run's decision kept its balloon as it is (on what it read after `begun`, and
-        `reads` of the run: core/reconcile.reads)."""
+        `reads` of the run: core/placement/reconcile.reads)."""
         with self._lock:
             last = max(self._touched.get(uid, 0), self._touched.get("ns:" + namespace, 0),
                        self._all_touched)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.core import resolution, tekton
-from controller.core.times import parse_time
+from controller.core.basics.times import parse_time
+from controller.core.model import resolution, tekton
 from controller.kube.caches import Caches
 from controller.operator.podindex import PodIndex
 

@@ -1,6 +1,6 @@
 """Balloons whose StatefulSet has made no pod after a while, said on their run by the resync,
-with the StatefulSet controller's words (core/waiting.no_pod decides). A pod that exists but
-waits for a node is said by WaitingPods (BalloonUnschedulable), a balloon not made yet by what
+with the StatefulSet controller's words (core/placement/waiting.no_pod decides). A pod that exists
+but waits for a node is said by WaitingPods (BalloonUnschedulable), a balloon not made yet by what
 holds it.
 
 In a burst the StatefulSet controller takes its time (1,000 runs at once: 17 to 40 s a pod),
@@ -17,8 +17,9 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.core import tekton, waiting
-from controller.core.times import parse_time
+from controller.core.basics.times import parse_time
+from controller.core.model import tekton
+from controller.core.placement import waiting
 from controller.kube.client import Kube
 from controller.metrics import Metrics
 from controller.operator.notify import Notifier, pipelinerun_ref

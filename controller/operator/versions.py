@@ -1,12 +1,12 @@
 """Says which Kubernetes and Tekton releases the operator runs with, and whether they were
 tested: once at start, and again whenever Tekton's version changes (an upgrade in place).
-Never refuses to run: the verdicts are core/versions.py's."""
+Never refuses to run: the verdicts are core/model/versions.py's."""
 
 from __future__ import annotations
 
 import structlog
 
-from controller.core import versions
+from controller.core.model import versions
 from controller.kube.clusterview import Facts
 from controller.metrics import Metrics
 

@@ -1,5 +1,5 @@
 """Pods that wait for a node: a Warning once they have waited past the grace period, and the
-gauges an alert rule reads (core/waiting.py decides; the PodIndex knows who waits)."""
+gauges an alert rule reads (core/placement/waiting.py decides; the PodIndex knows who waits)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable, Collection
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from controller.core import waiting
+from controller.core.placement import waiting
 from controller.metrics import Metrics
 from controller.operator.notify import Notifier, pipelinerun_ref
 from controller.operator.podindex import PodIndex

@@ -1,8 +1,8 @@
 """Warm anchors, the adapter: the run's images from the specs the leader's caches hold (read as
 capacity reads them), which nodes hold them (an index kept from the node watch), and the
-pipeline's last node from its namespace's policy status, for core/warm.py; once the run is
-anchored, its node is remembered there for the pipeline's next run (core/warmcache.py), and
-counted.
+pipeline's last node from its namespace's policy status, for core/placement/warm.py; once the run is
+anchored, its node is remembered there for the pipeline's next run (core/placement/warmcache.py),
+and counted.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 import structlog
 
-from controller.core import warm, warmcache
-from controller.core.tekton import PipelineRun
+from controller.core.model.tekton import PipelineRun
+from controller.core.placement import warm, warmcache
 from controller.kube.caches import Caches
 from controller.kube.client import ApiError, Kube, api_message
 from controller.kube.clusterview import ClusterView, Facts

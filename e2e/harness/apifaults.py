@@ -17,7 +17,7 @@ from typing import Any
 
 from kubernetes import client
 
-from controller.core import names
+from controller.core.basics import names
 from e2e.harness import chart, leaders
 from e2e.harness.cluster import ClusterHandle, LocalCluster, as_dict
 from e2e.harness.coscheduler import Coscheduler

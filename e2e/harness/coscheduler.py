@@ -22,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from controller.core import names
+from controller.core.basics import names
 from controller.faces import webhook
 from e2e.harness.cluster import ClusterHandle, crds
 from e2e.harness.cluster.processes import ManagedProcess, free_port, http_ok, wait_until

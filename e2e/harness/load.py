@@ -15,7 +15,7 @@ from types import TracebackType
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from controller.core import affinity
+from controller.core.admission import affinity
 from e2e.harness.cluster.api import ClusterApi
 from tests import factories
 

@@ -10,7 +10,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from controller.core import admission_policy, affinity, names
+from controller.core.admission import admission_policy, affinity
+from controller.core.basics import names
 from e2e.harness import chart
 from e2e.harness.cluster import ClusterHandle
 from e2e.harness.coscheduler import Coscheduler

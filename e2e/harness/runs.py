@@ -7,7 +7,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from controller.core import affinity, names
+from controller.core.admission import affinity
+from controller.core.basics import names
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import ClusterHandle
 from e2e.harness.scenario import Scenario

@@ -10,7 +10,7 @@ from typing import Any
 
 from kubernetes import client, watch
 
-from controller.core import names
+from controller.core.basics import names
 from e2e.harness.cluster import ClusterHandle, create_once
 from tests import factories
 

@@ -17,7 +17,7 @@ from typing import Any
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from controller.core import names
+from controller.core.basics import names
 from e2e.harness.cluster import ClusterHandle, create_once, node_schedulable
 
 TEKTON = ("tekton.dev", "v1")

@@ -17,7 +17,7 @@ from typing import Any
 
 from kubernetes import client
 
-from controller.core.times import parse_time
+from controller.core.basics.times import parse_time
 from e2e.harness import real as real_
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import LOCAL_STORAGE_CLASS, realimages, realnode

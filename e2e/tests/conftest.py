@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 
 import pytest
 
-from controller.core import names
+from controller.core.basics import names
 from e2e.harness import faults, release
 from e2e.harness.cluster import Backend, BinaryNotFound, ClusterHandle, building, open_cluster
 from e2e.harness.cluster import tekton as tekton_cluster

@@ -31,7 +31,7 @@ import yaml
 from kubernetes import client
 
 import controller
-from controller.core import names
+from controller.core.basics import names
 from e2e.harness import chart
 from e2e.harness import real as real_
 from e2e.harness import tekton_runs as tr

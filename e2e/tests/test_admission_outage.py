@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from controller.core import gate
+from controller.core.placement import gate
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import ClusterHandle
 from e2e.harness.cluster.processes import free_port

@@ -22,7 +22,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from kubernetes import client
 
-from controller.core import affinity, names
+from controller.core.admission import affinity
+from controller.core.basics import names
 from e2e.harness import chart
 from e2e.harness.cluster import ClusterHandle
 from e2e.harness.coscheduler import Coscheduler
@@ -174,7 +175,7 @@ def _cases() -> dict[str, tuple[dict[str, Any], str]]:
             affinity={"podAffinity": {REQ: [USER_TERM, factories.TEKTON_ASSISTANT_TERM]}}), LEAVES),
         "run name at 63 chars": (_with_labels(_pod(run_uid=None), {RUN: "r" * 63}), PINS),
     }
-    # A run with its balloon carries its mark (core/mark.py): its pods keep the term, and the
+    # A run with its balloon carries its mark (core/placement/mark.py): its pods keep the term, and the
     # key it was anchored with, whatever the run's opt-out and the namespace's policy say now.
     anchored = {names.LABEL_ANCHORED: factories.RUN_UID}
     opted_out = {names.OPT_OUT_ANNOTATION: "false"}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.core import names
+from controller.core.basics import names
 from e2e.harness import chaos, faults, leaders
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import ClusterHandle, LocalCluster

@@ -16,7 +16,8 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from controller.core import budget, gate, names
+from controller.core.basics import names
+from controller.core.placement import budget, gate
 from e2e.harness import chart
 from e2e.harness.cluster import ClusterHandle
 from e2e.harness.coscheduler import Coscheduler

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from controller.core import names
+from controller.core.basics import names
 from e2e.harness.cluster import ClusterHandle
 from e2e.harness.coscheduler import Coscheduler
 from e2e.harness.scenario import Scenario, user_affinity

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
-from controller.core import names
+from controller.core.basics import names
 from e2e.harness import chart
 from e2e.harness.cluster import Backend, ClusterHandle, KindCluster
 from e2e.harness.cluster import tekton as tekton_cluster

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from controller.core import names
-from controller.core.balloon import balloon_name
+from controller.core.basics import names
+from controller.core.placement.balloon import balloon_name
 from e2e.harness import chart
 from e2e.harness import real as real_
 from e2e.harness import tekton_runs as tr

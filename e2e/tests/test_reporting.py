@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from controller.core import budget, names
+from controller.core.basics import names
+from controller.core.placement import budget
 from e2e.harness.cluster import ClusterHandle, read_versions
 from e2e.harness.cluster import tekton as tekton_cluster
 from e2e.harness.coscheduler import Coscheduler

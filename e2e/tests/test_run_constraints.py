@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from controller.core import affinity, names
+from controller.core.admission import affinity
+from controller.core.basics import names
 from e2e.harness import faults
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import ClusterHandle

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from controller.core import names
-from controller.core.times import parse_time
+from controller.core.basics import names
+from controller.core.basics.times import parse_time
 from e2e.harness import capacity, faults
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import ClusterHandle

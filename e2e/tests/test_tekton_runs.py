@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from controller.core import gate, names
+from controller.core.basics import names
+from controller.core.placement import gate
 from e2e.harness import tekton_runs as tr
 from e2e.harness.coscheduler import Coscheduler
 from e2e.harness.runs import Runs, assert_co_located, assert_untouched

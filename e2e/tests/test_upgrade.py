@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from controller.core import names, tekton
+from controller.core.basics import names
+from controller.core.model import tekton
 from e2e.harness import chart, release, upgrade
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import BinaryNotFound, ClusterHandle, LocalCluster, read_versions

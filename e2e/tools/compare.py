@@ -45,7 +45,7 @@ from typing import Any
 
 from kubernetes import client
 
-from controller.core import names
+from controller.core.basics import names
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import ClusterHandle, LocalCluster
 from e2e.harness.cluster import tekton as tekton_cluster

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.core import balloon, explain, gate, warm
-from controller.core.tekton import PipelineRun
+from controller.core import explain
+from controller.core.model.tekton import PipelineRun
+from controller.core.placement import balloon, gate, warm
 from controller.settings import Settings
 from tests import factories
 

@@ -34,7 +34,7 @@ def test_the_oracle_catches_a_patch_that_drops_the_users_terms(monkeypatch) -> N
 
     import pytest
 
-    from controller.core import affinity
+    from controller.core.admission import affinity
     from tests import factories
 
     def replacing(spec, term):  # type: ignore[no-untyped-def]

@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from controller import cli
-from controller.core import explain, names
+from controller.core import explain
+from controller.core.basics import names
 from controller.faces import terminal
 from controller.kube import access, connection
 from tests import factories

@@ -8,7 +8,7 @@ import time
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from controller.core import backoff
+from controller.core.replica import backoff
 from controller.faces.serial import Serial
 from controller.kube import errors
 from controller.metrics import Metrics

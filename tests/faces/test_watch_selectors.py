@@ -11,8 +11,11 @@ from typing import Any
 import jsonpatch
 import kopf
 
-from controller.core import admission, affinity, balloon, glance, names
-from controller.core.tekton import RunRef
+from controller.core.admission import admission, affinity
+from controller.core.basics import names
+from controller.core.model.tekton import RunRef
+from controller.core.placement import balloon
+from controller.core.replica import glance
 from controller.faces import kopf_handlers, reconciler
 from controller.faces.streams import POD_SELECTORS, Streams
 from controller.kube.clusterview import Facts

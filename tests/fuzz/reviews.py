@@ -25,8 +25,10 @@ import kubernetes_validate
 from hypothesis import strategies as st
 from referencing import Registry, Resource
 
-from controller.core import admission, affinity, gate, names
-from controller.core.fragments import is_label_value
+from controller.core.admission import admission, affinity
+from controller.core.basics import names
+from controller.core.basics.fragments import is_label_value
+from controller.core.placement import gate
 from controller.faces import webhook
 from controller.metrics import Metrics
 from tests import factories

@@ -13,7 +13,7 @@ from urllib.parse import parse_qs
 import kubernetes
 import pytest
 
-from controller.core import names
+from controller.core.basics import names
 from controller.kube import connection
 from controller.kube.api import ApiError, api_message, path
 from controller.kube.client import Kube

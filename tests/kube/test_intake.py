@@ -7,7 +7,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from controller.core import glance
+from controller.core.replica import glance
 from controller.kube.intake import Intake
 from controller.kube.reflector import lines
 from controller.metrics import Metrics

@@ -36,7 +36,9 @@ from typing import Any
 import pytest
 
 import controller
-from controller.core import balloon, names, tekton
+from controller.core.basics import names
+from controller.core.model import tekton
+from controller.core.placement import balloon
 from controller.kube.admission_policies import AdmissionPolicies
 from controller.kube.client import Kube, delete_options
 from controller.operator.notify import Notifier

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.core import balloon
+from controller.core.placement import balloon
 from controller.kube.client import ApiError
 from controller.metrics import Metrics
 from controller.operator.anchors import AnchorGuard

@@ -5,8 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.core import affinity, balloon, names, reservation
-from controller.core.tekton import RunRef
+from controller.core.admission import affinity
+from controller.core.basics import names
+from controller.core.capacity import reservation
+from controller.core.model.tekton import RunRef
+from controller.core.placement import balloon
 from controller.kube.client import ApiError
 from tests import factories
 from tests.operator.test_runs import make
@@ -146,7 +149,7 @@ def test_once_anchored_a_keeper_holds_what_the_builds_need_beyond_the_running_fe
 
 def test_when_a_layer_ends_its_keeper_goes_so_that_the_next_layer_finds_the_room_free() -> None:
     """The builds would have to preempt a keeper still there, and kube-scheduler may leave a
-    preemptor waiting for an unrelated event (core/reservation.py). The keeper held 59 CPUs
+    preemptor waiting for an unrelated event (core/capacity/reservation.py). The keeper held 59 CPUs
     beside fetch's 1: close enough to the builds' 60 to be kept, were it not for that."""
     operator, kube, _ = started(cpu="20")
     scout = scout_found_room(operator, kube)

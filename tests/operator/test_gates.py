@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from controller.core import gate
+from controller.core.placement import gate
 from controller.metrics import Metrics
 from controller.operator.gates import Gates
 from controller.operator.podindex import PodIndex

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.core.notices import Notice
+from controller.core.basics.notices import Notice
 from controller.operator.notify import Notifier, pipelinerun_ref
 
 

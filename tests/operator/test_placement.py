@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.core import balloon, names
+from controller.core.basics import names
+from controller.core.placement import balloon
 from controller.metrics import Metrics
 from controller.operator.placement import Placement
 from controller.operator.podindex import PodIndex

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.core import balloon, names
+from controller.core.basics import names
+from controller.core.placement import balloon
 from controller.operator.podindex import PodIndex
 from tests import factories
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from controller.core import balloon, budget, names
-from controller.core.notices import Notice
+from controller.core.basics import names
+from controller.core.basics.notices import Notice
+from controller.core.placement import balloon, budget
 from controller.operator.notify import Notifier, pipelinerun_ref
 from tests import apisurface, factories
 from tests.operator import recording

@@ -7,8 +7,8 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from controller.core import reservation
-from controller.core.policy import Capacity, PolicyResolution
+from controller.core.capacity import reservation
+from controller.core.policy.policy import Capacity, PolicyResolution
 from controller.operator.resolving import HOLD
 from tests import factories
 from tests.operator.test_capacity import BUILDS

@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from controller.core import balloon, budget, names, policy
+from controller.core.basics import names
+from controller.core.placement import balloon, budget
+from controller.core.policy import policy
 from controller.kube import errors
 from controller.kube.caches import hears
 from controller.kube.client import ApiError

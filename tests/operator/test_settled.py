@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 
-from controller.core import balloon, names, policy, reconcile, tekton
+from controller.core.basics import names
+from controller.core.model import tekton
+from controller.core.placement import balloon, reconcile
+from controller.core.policy import policy
 from controller.faces.streams import Streams
 from controller.kube.client import ApiError
 from controller.operator.resync import Resync

@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from controller.core import balloon, tekton
+from controller.core.model import tekton
+from controller.core.placement import balloon
 from controller.metrics import Metrics
 from controller.operator.runs import Operator
 from controller.settings import Settings

@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from controller.core import balloon, tekton
+from controller.core.model import tekton
+from controller.core.placement import balloon
 from controller.metrics import Metrics
 from controller.operator.podindex import PodIndex
 from controller.operator.waiting import WaitingPods

@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from controller.core import policy, warm
-from controller.core.tekton import PipelineRun
+from controller.core.model.tekton import PipelineRun
+from controller.core.placement import warm
+from controller.core.policy import policy
 from controller.kube.clusterview import Facts
 from controller.metrics import Metrics
 from controller.operator.sources import Sources

@@ -1,0 +1,2 @@
+"""The basics every subject uses: the names users see, quantities, times, validated fragments,
+notices."""

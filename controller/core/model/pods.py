@@ -1,0 +1,53 @@
+"""Pure: what a pod says: where it is, why it is not there yet, and a run's pod as the pod
+watch records it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.core.model import podrequests, tekton
+
+HOSTNAME = "kubernetes.io/hostname"
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+def scheduled_condition(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The PodScheduled condition (the scheduler's own words on why a pod has no node)."""
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == "PodScheduled":
+            return cond
+    return {}
+
+
+@dataclass(frozen=True)
+class RunPod:
+    name: str
+    node: str
+    phase: str
+    task: str = ""  # its pipeline task (tekton.dev/pipelineTask)
+    requests: Mapping[str, int] = field(default_factory=dict)  # as the scheduler counts them
+    task_run: str = ""  # its TaskRun (tekton.dev/taskRun)
+
+    @property
+    def holds_the_node(self) -> bool:
+        """A pod that still runs (or is about to) where it is bound keeps its volume there."""
+        return bool(self.node) and self.phase not in TERMINAL_PHASES
+
+
+def run_pod(pod: Mapping[str, Any]) -> RunPod:
+    """A TaskRun pod as the decision (and the pod index) reads it."""
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    try:
+        requests = podrequests.of_pod(pod)
+    except ValueError:  # the API server accepted it, so this cannot be; count nothing
+        requests = {}
+    return RunPod(
+        str(meta.get("name") or ""),
+        str(spec.get("nodeName") or ""),
+        str((pod.get("status") or {}).get("phase") or "Pending"),
+        str((meta.get("labels") or {}).get(tekton.LABEL_PIPELINE_TASK) or ""),
+        requests,
+        str((meta.get("labels") or {}).get(tekton.LABEL_TASK_RUN) or ""),
+    )

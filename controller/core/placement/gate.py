@@ -1,0 +1,47 @@
+"""Pure: the scheduling gate that holds a run's pods until its balloon pod is bound.
+
+The scheduler places a pod tied to a balloon beside the balloon it has only assumed on a node.
+When that balloon mounts an unbound claim, both pods then bind the same volume at once: the
+pod's binding loses the update race, and the pod waits out the scheduler's backoff (a second
+or more) although its node was known. So admission, in either mode, adds this gate to the pods
+of a run not marked yet (core/placement/mark.py: the first pods, made before the run's balloon or
+with it), and the leader removes it as soon as the balloon pod is bound: the scheduler does not even
+queue a gated pod, and sees it once its volumes are bound. The pods made after the mark are,
+as a rule, made once the first ones have run, beside a bound balloon: they are not gated.
+
+The gate only ever delays a pod until its anchor is known; where the pod goes is the
+affinity's business. So it is removed, whatever else, when the balloon pod is bound, and by a
+leader that stops leading (a rollback to a release that does not know it must not find pods
+held), and a pod that carries it is never otherwise different from one that does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from controller.core.basics import names
+
+GATE: Final = f"{names.DOMAIN}/anchor"
+
+
+def held(spec: Mapping[str, Any]) -> bool:
+    """Does the pod carry our gate?"""
+    gates = spec.get("schedulingGates")
+    return isinstance(gates, list) and any(
+        isinstance(g, dict) and g.get("name") == GATE for g in gates)
+
+
+def add(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """JSONPatch operations that add the gate to a pod's spec (none if it has it)."""
+    if held(spec):
+        return []
+    if isinstance(spec.get("schedulingGates"), list):
+        return [{"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": GATE}}]
+    return [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GATE}]}]
+
+
+def release() -> dict[str, Any]:
+    """The strategic merge patch that removes the gate (by name: others' gates stay, and a pod
+    without it is left as it is)."""
+    return {"spec": {"schedulingGates": [{"name": GATE, "$patch": "delete"}]}}

@@ -1,0 +1,1 @@
+"""Policy: a namespace's effective CoschedulingPolicy, and the status it should carry."""
