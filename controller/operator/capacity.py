@@ -16,6 +16,7 @@ from typing import Any
 import structlog
 
 from controller.core.basics import names, quantity
+from controller.core.basics.notices import Notice
 from controller.core.capacity import reservation
 from controller.core.model import progress, tekton
 from controller.kube import errors
@@ -96,16 +97,19 @@ class Capacity:
         """What Tekton still resolves of the run, for which its anchor waits (resolving.py)."""
         return self.estimates.resolving.pending(run, src) if self._on(run, facts) else None
 
-    def wants_room(self, run: tekton.PipelineRun, facts: Facts, src: sources.Sources) -> bool:
+    def wants_room(self, run: tekton.PipelineRun, facts: Facts, src: sources.Sources
+                   ) -> tuple[bool, tuple[Notice, ...]]:
         """The balloon should follow a reservation pod: on, and the peak asks for more than
-        pod slots."""
+        pod slots. With what the estimate and the headroom found worth saying on the run."""
         if not self._on(run, facts):
-            return False
-        found = self.estimates.estimate(run, facts, src)
+            return False, ()
+        found, unestimated = self.estimates.estimate(run, facts, src)
+        said: tuple[Notice, ...] = () if unestimated is None else (unestimated,)
         if found is None or not reservation.worth(found.peak):
-            return False
+            return False, said
         own = reservation.room_of(src.rooms[0], 0).size if src.rooms else {}
-        return reservation.worth(self.headroom.asks(run, facts, found, own, None)[0])
+        full, _, limited = self.headroom.asks(run, facts, found, own, None)
+        return reservation.worth(full), said + limited
 
     def forget(self, run_uid: str) -> None:
         self.estimates.forget(run_uid)
@@ -150,7 +154,10 @@ class Capacity:
     def _tend(self, run: tekton.PipelineRun, facts: Facts, base: Mapping[str, Any] | None,
               src: sources.Sources | None) -> bool:
         src = src or sources.read(self.caches, self.index, run)
-        found = self.estimates.estimate(run, facts, src)
+        found, unestimated = self.estimates.estimate(run, facts, src)
+        ref = pipelinerun_ref(run.name, run.namespace, run.uid)
+        if unestimated is not None:
+            self.notifier.tell(ref, unestimated, run.uid)
         if base is None or found is None:
             return False
         now = datetime.now(UTC)
@@ -165,7 +172,9 @@ class Capacity:
         between = progress.between_layers(pods)
         own = reservation.room_of(rooms[0], 0).size if rooms else {}
         spec = base["spec"]["template"]["spec"]
-        full, need = self.headroom.asks(run, facts, found, own, spec)
+        full, need, limited = self.headroom.asks(run, facts, found, own, spec)
+        for notice in limited:
+            self.notifier.tell(ref, notice, run.uid)
         pod = self.index.balloon(run.uid)
         requires_room = reservation.requires_room(spec, run.uid)
         if requires_room and not reservation.worth(full) and not (pod and pod.node):
@@ -189,7 +198,6 @@ class Capacity:
             between_layers=between,
         )
         step = reservation.decide(seen)
-        ref = pipelinerun_ref(run.name, run.namespace, run.uid)
         if step.notice is not None:
             self.notifier.tell(ref, step.notice, run.uid)
         if step.act is reservation.Act.NONE:

@@ -9,37 +9,37 @@ from __future__ import annotations
 import threading
 
 from controller.core.basics import quantity
+from controller.core.basics.notices import Notice
 from controller.core.capacity import peak, reservation
 from controller.core.model import podrequests, tekton
 from controller.kube.caches import Caches
 from controller.kube.clusterview import Facts
 from controller.operator import sources
-from controller.operator.notify import Notifier, pipelinerun_ref
 from controller.operator.podindex import PodIndex
 from controller.operator.resolving import Resolving, task_reader
 
 
 class Estimates:
-    def __init__(self, caches: Caches | None, index: PodIndex, notifier: Notifier,
-                 resolving: Resolving) -> None:
+    def __init__(self, caches: Caches | None, index: PodIndex, resolving: Resolving) -> None:
         self.caches = caches
         self.index = index
-        self.notifier = notifier
         self.resolving = resolving
         self._estimates: dict[str, peak.Estimate] = {}
         self._lock = threading.Lock()  # guards the dict, never held across a call
 
     def estimate(self, run: tekton.PipelineRun, facts: Facts, src: sources.Sources
-                 ) -> peak.Estimate | None:
+                 ) -> tuple[peak.Estimate | None, Notice | None]:
         """The run's peak, once its pipeline is known (inline, resolved by Tekton into its
-        status, or a Pipeline of its namespace by name); kept for the run's life."""
+        status, or a Pipeline of its namespace by name); kept for the run's life. And what to
+        say on the run when its pipeline cannot be estimated: returned, for whoever acts on the
+        run to say (an estimate is read by the observation, which never writes)."""
         with self._lock:
             known = self._estimates.get(run.uid)
         if known is not None:
-            return self._learn(run.uid, known)
+            return self._learn(run.uid, known), None
         spec = run.substituted_pipeline_spec or src.pipeline
         if not spec or self.caches is None:
-            return None
+            return None, None
         ns = run.namespace
         namespace = podrequests.Namespace(
             limit_ranges=tuple(self.caches.limit_ranges(ns) or ()),
@@ -52,13 +52,11 @@ class Estimates:
                 quantity.amounts(capacity.unknown_task),
             )
         except ValueError as exc:
-            self.notifier.tell(pipelinerun_ref(run.name, ns, run.uid),
-                               reservation.not_estimated(str(exc)), run.uid)
-            return None
+            return None, reservation.not_estimated(str(exc))
         if src.tasks_synced and self.resolving.settled(run, src):  # complete: keep it
             with self._lock:
                 self._estimates[run.uid] = found
-        return self._learn(run.uid, found)
+        return self._learn(run.uid, found), None
 
     def known(self, run_uid: str) -> peak.Estimate | None:
         """The run's peak if it is kept (complete), without estimating."""

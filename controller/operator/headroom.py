@@ -1,7 +1,7 @@
 """What a run's reservation asks: its peak, as far as the namespace's ResourceQuotas and
 LimitRanges leave room for it (core/capacity/quota.py) and the nodes the run may use can ever hold
-it (core/capacity/nodefit.py), read from the watch caches; said on the run when it is less than the
-peak.
+it (core/capacity/nodefit.py), read from the watch caches. When it is less than the peak, what to
+say on the run is returned with it: whoever acts on the run says it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from controller.core.model import tekton
 from controller.kube.caches import Caches
 from controller.kube.client import ApiError, Kube
 from controller.kube.clusterview import Facts
-from controller.operator.notify import Notifier, pipelinerun_ref
 from controller.operator.podindex import PodIndex
 from controller.settings import Settings
 
@@ -34,7 +33,6 @@ class Headroom:
         settings: Settings,
         caches: Caches | None,
         index: PodIndex,
-        notifier: Notifier,
         estimate_of: Callable[[str], peak.Estimate | None],
         live: Callable[[], Iterable[tekton.PipelineRun]],
         nodes: Callable[[], Iterable[Mapping[str, Any]]] = lambda: (),
@@ -48,7 +46,6 @@ class Headroom:
         self._fitted: dict[str, Amounts | None] = {}
         self.caches = caches
         self.index = index
-        self.notifier = notifier
         self.estimate_of = estimate_of
         self.live = live
         self.reservation = quota.Shape(priority_class=settings.reservation_priority_class_name)
@@ -58,29 +55,35 @@ class Headroom:
     def asks(
         self, run: tekton.PipelineRun, facts: Facts, found: peak.Estimate, own: Amounts,
         spec: Mapping[str, Any] | None,
-    ) -> tuple[Amounts, Amounts]:
+    ) -> tuple[Amounts, Amounts, tuple[Notice, ...]]:
         """What a scout and a keeper of the run ask: the rest of its peak, and of that what its
         running pods do not hold, each as far as its namespace's quotas and LimitRanges allow
         (nothing at all where not even a reservation pod fits) and, for the balloon's pod spec
-        `spec`, as much as one node it may use can ever hold."""
+        `spec`, as much as one node it may use can ever hold. With what to say on the run of
+        why it asks less than its peak."""
         done, held, _ = self.index.progress(run.uid)
         full = found.remaining(done)
         need = quantity.minus(full, held)
-        allowed = self.allowed(run, facts, full, need, own)
+        allowed, limited = self.allowed(run, facts, full, need, own)
+        said: tuple[Notice, ...] = () if limited is None else (limited,)
         if allowed is None:
-            return {}, {}
+            return {}, {}, said
         if spec is not None:
-            allowed = self.fitted(run, allowed, spec)
-        return allowed, {r: min(a, allowed.get(r, 0)) for r, a in need.items()}
+            allowed, larger = self.fitted(run, allowed, spec)
+            said += () if larger is None else (larger,)
+        return allowed, {r: min(a, allowed.get(r, 0)) for r, a in need.items()}, said
 
-    def fitted(self, run: tekton.PipelineRun, want: Amounts, spec: Mapping[str, Any]) -> Amounts:
+    def fitted(self, run: tekton.PipelineRun, want: Amounts, spec: Mapping[str, Any]
+               ) -> tuple[Amounts, Notice | None]:
         """The most of `want` one node the run may use can hold, where none can hold it all
         and no autoscaler can add one that would: the run is anchored at once where most of
-        it fits (a wait for room that can never come is not worth it)."""
+        it fits (a wait for room that can never come is not worth it). With what to say on the
+        run the first time it is found so."""
         with self._lock:
             if run.uid in self._fitted:
                 known = self._fitted[run.uid]
-                return {r: min(a, known.get(r, 0)) for r, a in want.items()} if known else want
+                return ({r: min(a, known.get(r, 0)) for r, a in want.items()} if known
+                        else want), None
         share = nodefit.largest_share(want, self.nodes(), spec)
         if share is not None and nodefit.autoscaler_may_add(
             self._nodepools(), spec, want, self.settings.cluster_autoscaler
@@ -89,14 +92,13 @@ class Headroom:
         with self._lock:
             self._fitted[run.uid] = share
         if share is None:
-            return want
-        self.notifier.tell(pipelinerun_ref(run.name, run.namespace, run.uid), Notice(
+            return want, None
+        return share, Notice(
             "PeakLargerThanNodes",
             f"the run's peak ({quantity.describe(want)}) is more than any node it may use can "
             f"hold, and no autoscaler can add one that could; its reservation asks for "
             f"{quantity.describe(share)}, the most one of them holds, and its widest layer "
-            "takes turns on the node it is anchored to", warning=False), run.uid)
-        return share
+            "takes turns on the node it is anchored to", warning=False)
 
     def _nodepools(self) -> list[Mapping[str, Any]]:
         """Karpenter's NodePools, asked once per run larger than every node (rare)."""
@@ -119,17 +121,18 @@ class Headroom:
     def allowed(
         self, run: tekton.PipelineRun, facts: Facts, want: Mapping[str, int],
         need: Mapping[str, int], own: Mapping[str, int],
-    ) -> Amounts | None:
+    ) -> tuple[Amounts | None, Notice | None]:
         """The part of `want` the run's reservation may ask; None for no reservation at all.
-        `need`: what the run will still ask; `own`: its reservation as it is now."""
+        `need`: what the run will still ask; `own`: its reservation as it is now. With what to
+        say on the run when its quotas limit it."""
         if self.caches is None:
-            return dict(want)
+            return dict(want), None
         quotas = self.caches.quotas(run.namespace)
         limit_ranges = self.caches.limit_ranges(run.namespace) or []
         if quotas is None:
-            return None  # not known yet (the moment after this replica started to lead)
+            return None, None  # not known yet (the moment after this replica started to lead)
         if not quotas and not limit_ranges:
-            return dict(want)
+            return dict(want), None
         demand = quantity.add(need, *(
             amounts for uid, amounts in self._others(run.namespace).items() if uid != run.uid))
         template = run.pod_template or facts.tekton_default_template
@@ -137,10 +140,7 @@ class Headroom:
                            terminating=True)  # Tekton gives every TaskRun pod a deadline
         bounds = quota.allowance(quotas, limit_ranges, self.reservation, runs, own, demand)
         size = quota.sized(want, bounds, limit_ranges)
-        notice = quota.limited(want, size, bounds)
-        if notice is not None:
-            self.notifier.tell(pipelinerun_ref(run.name, run.namespace, run.uid), notice, run.uid)
-        return size
+        return size, quota.limited(want, size, bounds)
 
     def _others(self, namespace: str) -> dict[str, Amounts]:
         """What each live run of the namespace will still ask, summed at most every second."""

@@ -56,6 +56,7 @@ class Observer:
         pod = self.index.balloon(run.uid) if existing is not None else None
         # Only while the anchor is still to be chosen: a bound balloon's node is decided.
         choosing = needs_claims and not (pod and pod.node)
+        room, said = self.capacity.wants_room(run, facts, src) if needs_claims else (False, ())
         return reconcile.Observed(
             run=run,
             namespace_enabled=serves,
@@ -67,12 +68,13 @@ class Observer:
             balloon_pod_node=(pod.node or None) if pod else None,
             others={uid: claims for uid, claims in self.index.mounted_claims(
                 run.namespace, run.uid, claim_names).items() if self.lasting(uid)},
-            room=needs_claims and self.capacity.wants_room(run, facts, src),
+            room=room,
             room_node=src.room_node,
             resolving=(self.capacity.waits_for_resolution(run, facts, src)
                        if needs_claims and existing is None else None),
             warmth=(self.warming.warmth(run, facts, src)
                     if choosing and self.warming is not None else None),
+            notices=said,
         ), src
 
     def _claims(self, run: tekton.PipelineRun, named: set[str]) -> Sequence[Mapping[str, Any]]:

@@ -79,16 +79,21 @@ class Resolving:
         return known and why is None
 
     def pending(self, run: tekton.PipelineRun, src: Sources) -> str | None:
-        """What Tekton still resolves for the run, while its anchor may wait for it."""
+        """What Tekton still resolves for the run, while its anchor may wait for it (read by
+        the observation: what waits is recorded by `hold`, once the run is decided)."""
         why = self._look(run, src)[1]
         made = parse_time(run.created)
         young = made is None or (datetime.now(UTC) - made).total_seconds() < HOLD
+        return why if why and young else None
+
+    def hold(self, run_uid: str, why: str | None) -> None:
+        """The run's anchor waits for what Tekton resolves (`why`), or no longer does: a
+        ResolutionRequest's event looks at the runs that wait."""
         with self._lock:
-            if why and young:
-                self._held.add(run.uid)
-                return why
-            self._held.discard(run.uid)
-        return None
+            if why:
+                self._held.add(run_uid)
+            else:
+                self._held.discard(run_uid)
 
     def on_request(self, request: Mapping[str, Any]) -> None:
         """A ResolutionRequest changed: the held run that owns it looks again (one lookup an

@@ -82,11 +82,11 @@ class Operator:
                                    self._claims_tekton_makes)
         # What a ResolutionRequest's event wakes (in the caches' watch thread) goes on the work
         # queue: nudge, not reconcile.
-        self.estimates = Estimates(caches, self.index, self.notifier,
+        self.estimates = Estimates(caches, self.index,
                                    Resolving(caches, self.live.get, self.nudge))
         self.capacity = Capacity(
             settings, kube, caches, self.index, self.notifier, metrics, self.estimates,
-            Headroom(settings, caches, self.index, self.notifier, self.estimates.known,
+            Headroom(settings, caches, self.index, self.estimates.known,
                      self.live.runs, self.anchors.nodes, kube),
         )
         self.observer = Observer(kube, caches, self.index, self.capacity, self.warming,
@@ -258,6 +258,8 @@ class Operator:
             )
             return reconcile.Decision(Verb.NONE, "name taken")
         observed, src = self.observer.observe(run, facts, existing, serves)
+        if existing is None:  # a ResolutionRequest's event wakes the runs whose anchor waits
+            self.estimates.resolving.hold(run.uid, observed.resolving)
         decision = reconcile.decide(observed)
         if decision.verb is Verb.UPDATE and observed.balloon_pod_node is None:
             # Before a template is replaced: the pod watch may not have shown the balloon's pod
@@ -269,6 +271,8 @@ class Operator:
             fresh = self._fresh(run)
             if fresh is not run.raw:  # the body was old: decided again on the API server's
                 return self._decide_again(run, fresh)
+        # What the observation found worth saying is said first, as the decision's own notices.
+        decision = replace(decision, notices=observed.notices + decision.notices)
         self.balloons.act(run, decision, existing)
         marked = True
         if decision.verb in (Verb.CREATE, Verb.UPDATE, Verb.KEEP) or decision.manifest:

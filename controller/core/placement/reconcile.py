@@ -51,6 +51,9 @@ class Observed:
     # Where the run starts fastest (its images, its pipeline's warm cache), when its anchor is
     # still to be chosen: preferred, never required.
     warmth: warm.Warmth | None = None
+    # What the observation found worth saying on the run (a peak that cannot be estimated, a
+    # quota that limits its reservation): said before the decision's own notices.
+    notices: tuple[Notice, ...] = ()
 
 
 @dataclass(frozen=True)
