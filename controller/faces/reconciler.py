@@ -34,6 +34,7 @@ from controller.kube.inspection import Inspection
 from controller.kube.leadership import LeaderElector, default_namespace, identity
 from controller.metrics import Metrics
 from controller.operator.bindings import PolicyBindings
+from controller.operator.executor import Executor
 from controller.operator.resync import Resync
 from controller.operator.runs import Operator
 from controller.operator.versions import Versions
@@ -260,12 +261,14 @@ async def run(settings: Settings) -> int:
     operator = Operator(settings, kube, view, metrics, caches)
     bindings = None
     if settings.admission_mode == "policy":
+        policies = AdmissionPolicies(kube, settings.admission_policy_version)
         bindings = PolicyBindings(
             settings,
-            AdmissionPolicies(kube, settings.admission_policy_version),
+            policies,
             metrics,
             settings.leader_election_namespace or default_namespace(),
             operator.marks.held,
+            Executor(kube, operator.notifier, policies),
         )
         view.subscribe(bindings.on_facts)
     view.start()

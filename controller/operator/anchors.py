@@ -20,12 +20,14 @@ from typing import Any
 import structlog
 
 from controller.core.basics import names
+from controller.core.basics.actions import DeletePod, Say, Unsay
 from controller.core.capacity import nodes
 from controller.core.model import pods, tekton
 from controller.core.placement import anchor
 from controller.kube.client import ApiError, Kube, api_message
 from controller.metrics import Metrics
-from controller.operator.notify import Notifier, pipelinerun_ref
+from controller.operator.executor import Executor
+from controller.operator.notify import pipelinerun_ref
 from controller.operator.placement import Placement
 from controller.operator.podindex import PodIndex
 
@@ -39,13 +41,13 @@ class AnchorGuard:
         index: PodIndex,
         placement: Placement,
         metrics: Metrics,
-        notifier: Notifier,
+        executor: Executor,
     ) -> None:
         self.kube = kube
         self.index = index
         self.placement = placement
         self.metrics = metrics
-        self.notifier = notifier
+        self.executor = executor
         self._nodes: dict[str, Mapping[str, Any] | None] = {}  # as the node watch last saw them
         self._blocked: dict[str, str] = {}  # run uid -> node it cannot leave yet
         self._lock = threading.Lock()
@@ -103,7 +105,7 @@ class AnchorGuard:
         if reason is None:
             with self._lock:
                 if self._blocked.pop(run_uid, None) is not None:
-                    self.notifier.forget((run_uid, pod.node), "AnchorNodeUnavailable")
+                    self.executor.do(Unsay((run_uid, pod.node), "AnchorNodeUnavailable"))
             return
         try:
             claims = {
@@ -129,17 +131,19 @@ class AnchorGuard:
             with self._lock:
                 self._blocked[run_uid] = pod.node
             if decision.notice is not None:
-                self.notifier.tell(ref, decision.notice, (run_uid, pod.node))
+                self.executor.do(Say(ref, decision.notice, (run_uid, pod.node)))
             return
         with self._lock:
             self._blocked.pop(run_uid, None)
         self.placement.expect_move(run_uid, pod.node, reason)
         log.info("moving an anchor", run=f"{pod.namespace}/{pod.run_name}", node=pod.node,
                  reason=reason, force=decision.force)
-        try:
-            self.kube.delete_pod(pod.namespace, pod.name, pod.uid, 0 if decision.force else None)
-        except ApiError as exc:
-            log.warning("anchor not moved", error=api_message(exc), run=run_uid)
+        done = self.executor.do(DeletePod(pod.namespace, pod.name, pod.uid,
+                                          0 if decision.force else None))
+        if (refused := done.api_error) is not None:
+            log.warning("anchor not moved", error=api_message(refused), run=run_uid)
+        else:
+            done.get()
 
     def _run_pods(self, namespace: str, run_name: str, run_uid: str) -> list[pods.RunPod]:
         listed = self.kube.list_run_pods(namespace, run_name)

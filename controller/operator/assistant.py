@@ -10,11 +10,12 @@ from typing import Any
 
 import structlog
 
+from controller.core.basics.actions import Say, Unsay
 from controller.core.basics.notices import Notice
 from controller.core.model import tekton
 from controller.kube.clusterview import Facts
 from controller.metrics import Metrics
-from controller.operator.notify import Notifier
+from controller.operator.executor import Executor
 from controller.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -24,10 +25,10 @@ KEY = "feature-flags"
 
 
 class Assistant:
-    def __init__(self, settings: Settings, metrics: Metrics, notifier: Notifier) -> None:
+    def __init__(self, settings: Settings, metrics: Metrics, executor: Executor) -> None:
         self.settings = settings
         self.metrics = metrics
-        self.notifier = notifier
+        self.executor = executor
 
     def on_facts(self, old: Facts, new: Facts) -> None:
         """ClusterView listener: a Warning when the assistant comes on (once the watches have
@@ -36,10 +37,10 @@ class Assistant:
         if new.synced and new.assistant_on and (not old.synced or not old.assistant_on):
             message = self.message(new)
             log.error(message)
-            self.notifier.tell(self.feature_flags(), Notice(REASON, message), KEY)
+            self.executor.do(Say(self.feature_flags(), Notice(REASON, message), KEY))
         elif old.assistant_on and not new.assistant_on and new.synced:
             log.info("Tekton's affinity assistant is off; balloons are made")
-            self.notifier.forget(KEY, REASON)
+            self.executor.do(Unsay(KEY, REASON))
 
     def message(self, facts: Facts) -> str:
         flags = facts.feature_flags

@@ -13,10 +13,13 @@ from collections.abc import Callable
 import structlog
 
 from controller.core.admission import admission_policy
+from controller.core.basics.actions import DeleteBinding, MakeBinding, ReplaceBinding
 from controller.kube.admission_policies import AdmissionPolicies
 from controller.kube.client import ApiError, api_message
 from controller.kube.clusterview import Facts
 from controller.metrics import Metrics
+from controller.operator.executor import Executor
+from controller.operator.notify import Notifier
 from controller.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -30,8 +33,11 @@ class PolicyBindings:
         metrics: Metrics,
         own_namespace: str,
         held: Callable[[], frozenset[str] | None] = lambda: frozenset(),
+        executor: Executor | None = None,
     ) -> None:
         self.settings = settings
+        # Reads from `api`; writes through the executor (one over `api` if none is given).
+        self.executor = executor or Executor(api.kube, Notifier(api.kube), api)
         # The namespaces of live runs the operator anchored (None while not known yet).
         self.held = held
         self.api = api
@@ -101,13 +107,13 @@ class PolicyBindings:
             mode, overridden, stand_aside=facts.assistant_blocks, held=held)
         plan = admission_policy.changes(wanted, existing)
         for body in plan.create:
-            self.api.create_binding(body)
+            self.executor.do(MakeBinding(body)).get()
             log.info("admission policy binding created", binding=body["metadata"]["name"])
         for body, version in plan.replace:
-            self.api.replace_binding(body, version)
+            self.executor.do(ReplaceBinding(body, version)).get()
             log.info("admission policy binding updated", binding=body["metadata"]["name"])
         for name in plan.delete:
-            self.api.delete_binding(name)
+            self.executor.do(DeleteBinding(name)).get()
             log.info("admission policy binding deleted", binding=name)
         self.metrics.policy_bindings.set(len(wanted))
 

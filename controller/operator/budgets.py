@@ -13,23 +13,24 @@ from typing import Any
 import structlog
 
 from controller.core.basics import names
+from controller.core.basics.actions import DeleteBudget, MakeBudget, Say
 from controller.core.basics.notices import Notice
 from controller.core.model import tekton
 from controller.core.placement import budget
 from controller.kube import errors
 from controller.kube.caches import Caches
-from controller.kube.client import ApiError, Kube, api_message
+from controller.kube.client import api_message
 from controller.kube.clusterview import Facts
-from controller.operator.notify import Notifier, pipelinerun_ref
+from controller.operator.executor import Executor
+from controller.operator.notify import pipelinerun_ref
 
 log = structlog.get_logger(__name__)
 
 
 class Budgets:
-    def __init__(self, kube: Kube, caches: Caches | None, notifier: Notifier) -> None:
-        self.kube = kube
+    def __init__(self, executor: Executor, caches: Caches | None) -> None:
+        self.executor = executor
         self.caches = caches
-        self.notifier = notifier
         self._made: set[str] = set()  # namespaces whose budget this process made or saw
         self._lock = threading.Lock()
 
@@ -40,27 +41,28 @@ class Budgets:
         with self._lock:
             if run.namespace in self._made:
                 return
-        try:
-            self.kube.create_pdb(budget.of_namespace(run.namespace))
-        except ApiError as exc:
-            if not errors.worth_saying(errors.classify(exc)):
-                # Throttled, a timeout, an API server's first moments: the resync makes it.
-                log.info("the namespace's budget for balloons not made yet",
-                         namespace=run.namespace, error=f"{exc.status} {api_message(exc)}")
-                return
-            self.notifier.tell(
-                pipelinerun_ref(run.name, run.namespace, run.uid),
-                Notice(
-                    "BalloonUnprotected",
-                    f"the namespace's PodDisruptionBudget for balloons could not be made "
-                    f"({exc.status} {api_message(exc)}): a drain of its node may evict the "
-                    "anchor",
-                ),
-                run.uid,
-            )
+        done = self.executor.do(MakeBudget(budget.of_namespace(run.namespace)))
+        exc = done.api_error
+        if exc is None:
+            done.get()  # no answer at all (a broken connection): the work queue's to retry
+            with self._lock:
+                self._made.add(run.namespace)
             return
-        with self._lock:
-            self._made.add(run.namespace)
+        if done.failure is None or not errors.worth_saying(done.failure):
+            # Throttled, a timeout, an API server's first moments: the resync makes it.
+            log.info("the namespace's budget for balloons not made yet",
+                     namespace=run.namespace, error=f"{exc.status} {api_message(exc)}")
+            return
+        self.executor.do(Say(
+            pipelinerun_ref(run.name, run.namespace, run.uid),
+            Notice(
+                "BalloonUnprotected",
+                f"the namespace's PodDisruptionBudget for balloons could not be made "
+                f"({exc.status} {api_message(exc)}): a drain of its node may evict the "
+                "anchor",
+            ),
+            run.uid,
+        ))
 
     def _name_taken(self, namespace: str, balloons: Sequence[Mapping[str, Any]]) -> None:
         """A budget of that name exists, but not ours (the cache, by our labels, has none):
@@ -79,7 +81,7 @@ class Budgets:
             if meta.get("namespace") == namespace and labels.get(names.LABEL_RUN_UID):
                 uid = str(labels[names.LABEL_RUN_UID])
                 run = pipelinerun_ref(str(labels.get(names.LABEL_RUN) or ""), namespace, uid)
-                self.notifier.tell(run, notice, uid)
+                self.executor.do(Say(run, notice, uid))
 
     def tend(self, balloons: Sequence[Mapping[str, Any]], facts: Facts) -> None:
         """A resync round: budgets made where a balloon has none, deleted where no longer
@@ -93,18 +95,20 @@ class Budgets:
         wanted = budget.plan((str(s["metadata"]["namespace"]) for s in balloons), have,
                              facts.enabled_namespaces)
         for namespace in wanted.create:
-            try:
-                if not self.kube.create_pdb(budget.of_namespace(namespace)):
-                    self._name_taken(namespace, balloons)
-            except ApiError as exc:
+            done = self.executor.do(MakeBudget(budget.of_namespace(namespace)))
+            if (exc := done.api_error) is not None:
                 log.warning("could not make the namespace's budget for balloons",
                             namespace=namespace, error=f"{exc.status} {api_message(exc)}")
+            elif not done.get():
+                self._name_taken(namespace, balloons)
         for namespace in wanted.delete:
             meta = have[namespace]["metadata"]
-            try:
-                self.kube.delete_pdb(namespace, str(meta["name"]), str(meta.get("uid") or ""))
-                log.info("budget deleted: namespace switched off, no balloon left",
-                         namespace=namespace)
-            except ApiError as exc:
+            done = self.executor.do(DeleteBudget(namespace, str(meta["name"]),
+                                                 str(meta.get("uid") or "")))
+            if (exc := done.api_error) is not None:
                 log.warning("could not delete the namespace's budget for balloons",
                             namespace=namespace, error=f"{exc.status} {api_message(exc)}")
+            else:
+                done.get()
+                log.info("budget deleted: namespace switched off, no balloon left",
+                         namespace=namespace)

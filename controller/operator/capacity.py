@@ -16,18 +16,20 @@ from typing import Any
 import structlog
 
 from controller.core.basics import names, quantity
+from controller.core.basics.actions import DeletePod, MakePod, Say
 from controller.core.basics.notices import Notice
 from controller.core.capacity import reservation
 from controller.core.model import progress, tekton
 from controller.kube import errors
 from controller.kube.caches import Caches
-from controller.kube.client import ApiError, Kube, api_message
+from controller.kube.client import api_message
 from controller.kube.clusterview import Facts
 from controller.metrics import Metrics
 from controller.operator import sources
 from controller.operator.estimates import Estimates
+from controller.operator.executor import Executor
 from controller.operator.headroom import Headroom
-from controller.operator.notify import Notifier, pipelinerun_ref
+from controller.operator.notify import pipelinerun_ref
 from controller.operator.podindex import PodIndex
 from controller.settings import Settings
 
@@ -60,19 +62,17 @@ class Capacity:
     def __init__(
         self,
         settings: Settings,
-        kube: Kube,
+        executor: Executor,
         caches: Caches | None,
         index: PodIndex,
-        notifier: Notifier,
         metrics: Metrics,
         estimates: Estimates,
         headroom: Headroom,
     ) -> None:
         self.settings = settings
-        self.kube = kube
+        self.executor = executor
         self.caches = caches
         self.index = index
-        self.notifier = notifier
         self.metrics = metrics
         self.estimates = estimates
         self.headroom = headroom
@@ -157,7 +157,7 @@ class Capacity:
         found, unestimated = self.estimates.estimate(run, facts, src)
         ref = pipelinerun_ref(run.name, run.namespace, run.uid)
         if unestimated is not None:
-            self.notifier.tell(ref, unestimated, run.uid)
+            self.executor.do(Say(ref, unestimated, run.uid))
         if base is None or found is None:
             return False
         now = datetime.now(UTC)
@@ -174,7 +174,7 @@ class Capacity:
         spec = base["spec"]["template"]["spec"]
         full, need, limited = self.headroom.asks(run, facts, found, own, spec)
         for notice in limited:
-            self.notifier.tell(ref, notice, run.uid)
+            self.executor.do(Say(ref, notice, run.uid))
         pod = self.index.balloon(run.uid)
         requires_room = reservation.requires_room(spec, run.uid)
         if requires_room and not reservation.worth(full) and not (pod and pod.node):
@@ -199,7 +199,7 @@ class Capacity:
         )
         step = reservation.decide(seen)
         if step.notice is not None:
-            self.notifier.tell(ref, step.notice, run.uid)
+            self.executor.do(Say(ref, step.notice, run.uid))
         if step.act is reservation.Act.NONE:
             return False
         makes = step.act in (reservation.Act.SCOUT, reservation.Act.REPLACE, reservation.Act.KEEP)
@@ -219,19 +219,20 @@ class Capacity:
         if step.act in (reservation.Act.DELETE, reservation.Act.REPLACE) and rooms:
             self._delete(rooms[0], step.why)
         if manifest is not None:
-            try:
-                self.kube.create_pod(manifest)
-            except ApiError as exc:
-                if not errors.worth_saying(errors.classify(exc)):
+            done = self.executor.do(MakePod(manifest))
+            if (exc := done.api_error) is None:
+                done.get()  # no answer at all: tried again after a backoff (faces/serial.py)
+            else:
+                if done.failure is None or not errors.worth_saying(done.failure):
                     with self._lock:  # it was not made: not waited for either
                         self._acted.pop(run.uid, None)
-                    raise  # tried again after a backoff (faces/serial.py)
+                    done.get()  # tried again after a backoff (faces/serial.py)
                 with self._lock:
                     self._failed_at[run.namespace] = now
                     self._acted[run.uid] = Acted(time.monotonic(), hold=SETTLE)  # none made
-                self.notifier.tell(
+                self.executor.do(Say(
                     ref, reservation.cannot_reserve(f"{exc.status} {api_message(exc)}"), run.uid
-                )
+                ))
                 return step.act is not reservation.Act.KEEP  # re-planned without it, at once
         return False
 
@@ -264,5 +265,5 @@ class Capacity:
         if meta.get("labels", {}).get(names.LABEL_COMPONENT) != names.COMPONENT_RESERVATION:
             return
         log.info("reservation deleted", pod=meta.get("name"), why=why)
-        self.kube.delete_pod(str(meta.get("namespace")), str(meta.get("name")),
-                             str(meta.get("uid")), grace=0)
+        self.executor.do(DeletePod(str(meta.get("namespace")), str(meta.get("name")),
+                                   str(meta.get("uid")), grace=0)).get()

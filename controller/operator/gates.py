@@ -14,19 +14,20 @@ from typing import Any
 import structlog
 
 from controller.core.basics import names
+from controller.core.basics.actions import ReleaseGate
 from controller.core.model import tekton
 from controller.core.placement import gate
-from controller.kube import errors
-from controller.kube.client import ApiError, Kube, api_message
+from controller.kube.client import ApiError, api_message
 from controller.metrics import Metrics
+from controller.operator.executor import Executor
 from controller.operator.podindex import PodIndex
 
 log = structlog.get_logger(__name__)
 
 
 class Gates:
-    def __init__(self, kube: Kube, index: PodIndex, metrics: Metrics) -> None:
-        self.kube = kube
+    def __init__(self, executor: Executor, index: PodIndex, metrics: Metrics) -> None:
+        self.executor = executor
         self.index = index
         self.metrics = metrics
         # run uid -> gated pods of the run not yet seen released: pod uid -> (namespace, name)
@@ -93,11 +94,11 @@ class Gates:
             pods = list((self._held.get(run_uid) or {}).items())
         again: Exception | None = None
         for pod_uid, (namespace, name) in pods:
-            try:
-                if self.kube.release_pod_gate(namespace, name, pod_uid, gate.release()):
-                    self.metrics.gates_released.inc()
-            except Exception as exc:
-                if not isinstance(exc, ApiError) or errors.classify(exc).retry:
+            done = self.executor.do(ReleaseGate(namespace, name, pod_uid, gate.release()))
+            if done.ok and done.value:
+                self.metrics.gates_released.inc()
+            elif (exc := done.error) is not None:
+                if not isinstance(exc, ApiError) or (done.failure and done.failure.retry):
                     again = again or exc
                     continue
                 log.warning("could not release a pod's scheduling gate",

@@ -18,11 +18,13 @@ from collections.abc import Callable, Iterable
 
 import structlog
 
+from controller.core.basics.actions import Mark
 from controller.core.model import tekton
 from controller.core.placement import mark
 from controller.kube import errors
 from controller.kube.client import ApiError, Kube, api_message
 from controller.kube.clusterview import Facts
+from controller.operator.executor import Executor
 from controller.operator.podindex import PodIndex
 
 log = structlog.get_logger(__name__)
@@ -30,10 +32,11 @@ log = structlog.get_logger(__name__)
 
 class Marks:
     def __init__(
-        self, kube: Kube, installation: str, live: Callable[[], Iterable[tekton.PipelineRun]],
-        index: PodIndex,
+        self, kube: Kube, executor: Executor, installation: str,
+        live: Callable[[], Iterable[tekton.PipelineRun]], index: PodIndex,
     ) -> None:
-        self.kube = kube
+        self.kube = kube  # reads: a run's TaskRuns
+        self.executor = executor
         self.installation = installation  # our namespace label, `label=value`
         self.live = live
         self.index = index
@@ -58,8 +61,8 @@ class Marks:
         if self.marked(run) or not mark.ready(run):
             return True  # marked, or Tekton's first writes still to come: they wake the run
         try:
-            self.kube.patch_tekton(run.namespace, "pipelineruns", run.name,
-                                   mark.patch(run.uid, topology_key, self.installation))
+            self.executor.do(Mark("pipelineruns", run.namespace, run.name,
+                                  mark.patch(run.uid, topology_key, self.installation))).get()
             self._mark_task_runs(run, topology_key, self.index.task_runs(run.uid))
         except ApiError as exc:
             if errors.classify(exc).retry:
@@ -74,8 +77,8 @@ class Marks:
     def _mark_task_runs(self, run: tekton.PipelineRun, topology_key: str,
                         names: Iterable[str]) -> None:
         for name in names:
-            self.kube.patch_tekton(run.namespace, "taskruns", name,
-                                   mark.patch(run.uid, topology_key, self.installation))
+            self.executor.do(Mark("taskruns", run.namespace, name,
+                                  mark.patch(run.uid, topology_key, self.installation))).get()
 
     def held(self) -> frozenset[str] | None:
         """The namespaces of the live runs this installation anchored; None until known."""

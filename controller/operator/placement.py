@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from controller.core.admission import affinity
 from controller.core.basics import names
+from controller.core.basics.actions import AnnotateBalloon, Say
 from controller.core.basics.notices import Notice
 from controller.core.basics.times import parse_time
 from controller.core.model import tekton
@@ -24,7 +25,8 @@ from controller.core.model.pods import HOSTNAME, scheduled_condition
 from controller.core.placement import anchor, balloon
 from controller.kube.client import Kube
 from controller.metrics import Metrics
-from controller.operator.notify import Notifier, pipelinerun_ref
+from controller.operator.executor import Executor
+from controller.operator.notify import pipelinerun_ref
 from controller.operator.podindex import PodIndex
 from controller.operator.warming import Warming
 
@@ -68,7 +70,7 @@ class Placement:
         self,
         kube: Kube,
         metrics: Metrics,
-        notifier: Notifier,
+        executor: Executor,
         index: PodIndex,
         balloon_of: Callable[[str, str], Mapping[str, Any] | None] | None = None,
         warming: Warming | None = None,
@@ -78,7 +80,7 @@ class Placement:
         # The balloon StatefulSet by namespace and name: the operator's watch cache.
         self.balloon_of = balloon_of or kube.get_statefulset
         self.metrics = metrics
-        self.notifier = notifier
+        self.executor = executor
         self.index = index
         self._misplaced: set[str] = set()
         # run uid -> (node it left, why): said in AnchorMoved once the new pod is bound
@@ -180,18 +182,19 @@ class Placement:
             run_name = str(labels.get(names.LABEL_RUN) or "")
             warmth = (self.warming.anchored(ns, run_name, annotations, node)
                       if self.warming else "")
-            self.notifier.tell(ref, Notice(
+            self.executor.do(Say(ref, Notice(
                 "Anchored", f"the run's pods go to node {node}" + (f": {warmth}" if warmth
                                                                    else ""),
-                warning=False), (uid, node))
-        self.kube.annotate_statefulset(ns, sts_name, {names.ANNOTATION_ANCHORED_NODE: node})
+                warning=False), (uid, node)))
+        self.executor.do(AnnotateBalloon(ns, sts_name,
+                                         {names.ANNOTATION_ANCHORED_NODE: node})).get()
         with self._lock:
             self._annotated[uid] = node
         self._judge(uid, unjudged)
 
     def _tell_moved(self, uid: str, ref: dict[str, Any], left: str, node: str, why: str) -> None:
         self.metrics.anchor_moves.labels(reason=_label(why)).inc()
-        self.notifier.tell(ref, anchor.moved_notice(left, node, why), (uid, "moved", node))
+        self.executor.do(Say(ref, anchor.moved_notice(left, node, why), (uid, "moved", node)))
 
     def flush_moves(self, grace: float = 10.0) -> None:
         """Moves whose old pod's deletion was never seen (a watch that restarted), said after
@@ -265,12 +268,12 @@ class Placement:
     def _misplace(self, pod: BoundPod, run_uid: str, anchor_node: str) -> None:
         self._misplaced.add(pod.uid)
         self.metrics.misplaced_pods.inc()
-        self.notifier.tell(
+        self.executor.do(Say(
             pipelinerun_ref(pod.run_name, pod.namespace, run_uid),
             Notice("PodMisplaced",
                    f"pod {pod.name} runs on {pod.node}, its anchor on {anchor_node}"),
             pod.uid,
-        )
+        ))
 
 
 def _label(why: str) -> str:

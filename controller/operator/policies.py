@@ -8,21 +8,22 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.core.basics import names
+from controller.core.basics.actions import Say, WritePolicyStatus
 from controller.core.basics.notices import Notice
 from controller.core.policy import policystatus
 from controller.kube.client import Kube
 from controller.kube.clusterview import ClusterView, Facts
 from controller.metrics import Metrics
-from controller.operator.notify import Notifier
+from controller.operator.executor import Executor
 from controller.settings import Settings
 
 
 class Policies:
-    def __init__(self, settings: Settings, kube: Kube, notifier: Notifier, metrics: Metrics,
+    def __init__(self, settings: Settings, kube: Kube, executor: Executor, metrics: Metrics,
                  view: ClusterView) -> None:
         self.settings = settings
         self.kube = kube
-        self.notifier = notifier
+        self.executor = executor
         self.metrics = metrics
         self.view = view
         view.subscribe(self.on_facts)
@@ -42,7 +43,7 @@ class Policies:
                 o for o in self.view.facts.policy_objects
                 if (o.get("metadata") or {}).get("namespace") == ns
             ]
-        report(self.settings, self.kube, self.notifier, obj, neighbours)
+        report(self.settings, self.kube, self.executor, obj, neighbours)
 
     def _in_effect(self, obj: Mapping[str, Any]) -> bool:
         meta = obj.get("metadata") or {}
@@ -60,7 +61,7 @@ class Policies:
 def report(
     settings: Settings,
     kube: Kube,
-    notifier: Notifier,
+    executor: Executor,
     obj: Mapping[str, Any],
     cached: Sequence[Mapping[str, Any]] | None = None,
 ) -> None:
@@ -79,7 +80,7 @@ def report(
     status = policystatus.wanted_status(obj, problems, now)
     if status is None:
         return
-    kube.patch_policy_status(meta.get("namespace", ""), meta.get("name", ""), status)
+    executor.do(WritePolicyStatus(meta.get("namespace", ""), meta.get("name", ""), status)).get()
     if problems:
         involved = {
             "apiVersion": f"{names.POLICY_GROUP}/{names.POLICY_VERSION}",
@@ -87,4 +88,4 @@ def report(
             "metadata": meta,
         }
         notice = Notice(f"Policy{problems[0].reason}", problems[0].message)
-        notifier.tell(involved, notice, (meta.get("uid"), meta.get("generation")))
+        executor.do(Say(involved, notice, (meta.get("uid"), meta.get("generation"))))

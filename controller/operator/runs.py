@@ -29,6 +29,7 @@ from controller.operator.balloons import Balloons
 from controller.operator.budgets import Budgets
 from controller.operator.capacity import Capacity
 from controller.operator.estimates import Estimates
+from controller.operator.executor import Executor
 from controller.operator.gates import Gates
 from controller.operator.headroom import Headroom
 from controller.operator.live import LiveRuns
@@ -67,41 +68,43 @@ class Operator:
         # Puts a run on the leader's work queue (faces/streams.py sets it): see nudge.
         self.submit: Callable[[str, Mapping[str, Any], bool], None] | None = None
         self.notifier = Notifier(kube)
+        # Every write and Event of the operator goes through it (operator/executor.py).
+        self.executor = Executor(kube, self.notifier)
         self.index = PodIndex()
         # Live runs whose last decision kept their balloon, until something they read changes.
         self.settled = Settled(settings.resync_settled_rounds, self.index)
-        self.warming = Warming(kube, caches, view, metrics)
-        self.placement = Placement(kube, metrics, self.notifier, self.index, self.balloon_of,
+        self.warming = Warming(self.executor, caches, view, metrics)
+        self.placement = Placement(kube, metrics, self.executor, self.index, self.balloon_of,
                                    self.warming)
-        self.gates = Gates(kube, self.index, metrics)
-        self.budgets = Budgets(kube, caches, self.notifier)
-        self.balloons = Balloons(kube, metrics, self.notifier, self.budgets, self.placement)
-        self.unplaced = Unplaced(settings, kube, self.index, metrics, self.notifier)
-        self.anchors = AnchorGuard(kube, self.index, self.placement, metrics, self.notifier)
-        self.waiting = WaitingPods(settings, self.index, metrics, self.notifier,
+        self.gates = Gates(self.executor, self.index, metrics)
+        self.budgets = Budgets(self.executor, caches)
+        self.balloons = Balloons(self.executor, metrics, self.budgets, self.placement)
+        self.unplaced = Unplaced(settings, kube, self.index, metrics, self.executor)
+        self.anchors = AnchorGuard(kube, self.index, self.placement, metrics, self.executor)
+        self.waiting = WaitingPods(settings, self.index, metrics, self.executor,
                                    self._claims_tekton_makes)
         # What a ResolutionRequest's event wakes (in the caches' watch thread) goes on the work
         # queue: nudge, not reconcile.
         self.estimates = Estimates(caches, self.index,
                                    Resolving(caches, self.live.get, self.nudge))
         self.capacity = Capacity(
-            settings, kube, caches, self.index, self.notifier, metrics, self.estimates,
+            settings, self.executor, caches, self.index, metrics, self.estimates,
             Headroom(settings, caches, self.index, self.estimates.known,
                      self.live.runs, self.anchors.nodes, kube),
         )
         self.observer = Observer(kube, caches, self.index, self.capacity, self.warming,
                                  self._lasting)
         self.marks = Marks(
-            kube, f"{settings.namespace_label}={settings.namespace_label_value}", self.live.runs,
-            self.index,
+            kube, self.executor, f"{settings.namespace_label}={settings.namespace_label_value}",
+            self.live.runs, self.index,
         )
-        self.policies = Policies(settings, kube, self.notifier, metrics, view)
+        self.policies = Policies(settings, kube, self.executor, metrics, view)
         view.subscribe(self.settled.on_facts)
         if caches is not None:
             self.settled.listen_to(caches)
             caches.listen("nodes", self._node_event, reads=nodes.reads)
         view.subscribe(self.marks.on_facts)
-        view.subscribe(Assistant(settings, metrics, self.notifier).on_facts)
+        view.subscribe(Assistant(settings, metrics, self.executor).on_facts)
 
     # -- PipelineRuns ----------------------------------------------------------------------
 

@@ -17,12 +17,14 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from controller.core.basics.actions import Say
 from controller.core.basics.times import parse_time
 from controller.core.model import tekton
 from controller.core.placement import waiting
 from controller.kube.client import Kube
 from controller.metrics import Metrics
-from controller.operator.notify import Notifier, pipelinerun_ref
+from controller.operator.executor import Executor
+from controller.operator.notify import pipelinerun_ref
 from controller.operator.podindex import PodIndex
 from controller.settings import Settings
 
@@ -31,12 +33,12 @@ FAILED_CREATE = "FailedCreate"
 
 class Unplaced:
     def __init__(self, settings: Settings, kube: Kube, index: PodIndex, metrics: Metrics,
-                 notifier: Notifier) -> None:
+                 executor: Executor) -> None:
         self.settings = settings
         self.kube = kube
         self.index = index
         self.metrics = metrics
-        self.notifier = notifier
+        self.executor = executor
 
     def check(self, balloons: Iterable[tuple[tekton.PipelineRun, Mapping[str, Any]]]) -> None:
         """Each live run's balloon StatefulSet, once a round."""
@@ -61,7 +63,8 @@ class Unplaced:
             if notice is None or not self._confirmed(run, meta):
                 continue
             self.metrics.balloon_problems.labels(reason="not-placed").inc()
-            self.notifier.tell(pipelinerun_ref(run.name, run.namespace, run.uid), notice, run.uid)
+            self.executor.do(Say(pipelinerun_ref(run.name, run.namespace, run.uid), notice,
+                                 run.uid))
 
     def _confirmed(self, run: tekton.PipelineRun, meta: Mapping[str, Any]) -> bool:
         """Asked of the API server before a Warning: the pod watch may not have shown the pod

@@ -7,9 +7,11 @@ from collections.abc import Callable, Collection
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from controller.core.basics.actions import Say
 from controller.core.placement import waiting
 from controller.metrics import Metrics
-from controller.operator.notify import Notifier, pipelinerun_ref
+from controller.operator.executor import Executor
+from controller.operator.notify import pipelinerun_ref
 from controller.operator.podindex import PodIndex
 from controller.settings import Settings
 
@@ -20,13 +22,13 @@ class WaitingPods:
         settings: Settings,
         index: PodIndex,
         metrics: Metrics,
-        notifier: Notifier,
+        executor: Executor,
         tekton_makes: Callable[[str], Collection[str]] = lambda _: (),
     ) -> None:
         self.settings = settings
         self.index = index
         self.metrics = metrics
-        self.notifier = notifier
+        self.executor = executor
         # run uid -> the claims Tekton makes for it: a balloon waiting for one waits for Tekton
         self.tekton_makes = tekton_makes
         self._reasons: set[str] = set()
@@ -58,11 +60,11 @@ class WaitingPods:
             if notice is not None:
                 if pod.balloon:
                     self.metrics.balloon_problems.labels(reason="unschedulable").inc()
-                self.notifier.tell(
+                self.executor.do(Say(
                     pipelinerun_ref(run_name, namespace, run_uid),
                     notice,
                     (run_uid, pod.pod, notice.reason),
-                )
+                ))
         for reason in self._reasons | set(counts):
             self.metrics.waiting_pods.labels(reason=reason).set(counts.get(reason, 0))
         self._reasons |= set(counts)

@@ -14,12 +14,14 @@ from typing import Any
 
 import structlog
 
+from controller.core.basics.actions import WritePolicyStatus
 from controller.core.model.tekton import PipelineRun
 from controller.core.placement import warm, warmcache
 from controller.kube.caches import Caches
-from controller.kube.client import ApiError, Kube, api_message
+from controller.kube.client import api_message
 from controller.kube.clusterview import ClusterView, Facts
 from controller.metrics import Metrics
+from controller.operator.executor import Executor
 from controller.operator.resolving import task_reader
 from controller.operator.sources import Sources
 
@@ -27,9 +29,9 @@ log = structlog.get_logger(__name__)
 
 
 class Warming:
-    def __init__(self, kube: Kube, caches: Caches | None, view: ClusterView,
+    def __init__(self, executor: Executor, caches: Caches | None, view: ClusterView,
                  metrics: Metrics) -> None:
-        self.kube = kube
+        self.executor = executor
         self.caches = caches
         self.view = view
         self.metrics = metrics
@@ -102,9 +104,10 @@ class Warming:
         if not name:  # the policy that asked was deleted since
             return
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        try:
-            self.kube.patch_policy_status(namespace, name, warmcache.remember(
-                facts.warm_status.get(namespace), key, node, run, now))
-        except ApiError as exc:
+        done = self.executor.do(WritePolicyStatus(namespace, name, warmcache.remember(
+            facts.warm_status.get(namespace), key, node, run, now)))
+        if (exc := done.api_error) is not None:
             log.warning("pipeline's warm node not remembered", namespace=namespace,
                         policy=name, error=api_message(exc))
+        else:
+            done.get()

@@ -8,6 +8,7 @@ from typing import Any
 from controller.kube.clusterview import Facts
 from controller.metrics import Metrics
 from controller.operator.assistant import Assistant
+from controller.operator.executor import Executor
 from controller.operator.notify import Notifier
 from controller.settings import Settings
 
@@ -27,7 +28,7 @@ def gauge(metrics: Metrics) -> float | None:
 
 def watch(settings: Settings) -> tuple[Assistant, Events, Metrics]:
     events, metrics = Events(), Metrics()
-    return Assistant(settings, metrics, Notifier(events)), events, metrics  # type: ignore[arg-type]
+    return Assistant(settings, metrics, Executor(events, Notifier(events))), events, metrics  # type: ignore[arg-type]
 
 
 OFF = Facts(synced=True, assistant_on=False, feature_flags={"coschedule": "disabled"})

@@ -8,6 +8,7 @@ from typing import Any
 from controller.kube.clusterview import Facts
 from controller.metrics import Metrics
 from controller.operator.bindings import PolicyBindings
+from controller.operator.executor import Executor
 from controller.settings import Settings
 
 
@@ -43,7 +44,7 @@ class Policies:
 
 def test_a_policy_s_status_changes_no_binding_and_costs_no_call() -> None:
     api = Policies()
-    bindings = PolicyBindings(Settings(), api, Metrics(), "tcs")  # type: ignore[arg-type]
+    bindings = PolicyBindings(Settings(), api, Metrics(), "tcs", executor=Executor(None, None, api))  # type: ignore[arg-type]
     bindings.active = True
     before = Facts(synced=False)
     now = Facts(synced=True, enabled_namespaces=frozenset({"team-a"}), assistant_on=False)

@@ -9,6 +9,7 @@ from kubernetes.client.exceptions import ApiException
 
 from controller.core.placement import gate
 from controller.metrics import Metrics
+from controller.operator.executor import Executor
 from controller.operator.gates import Gates
 from controller.operator.podindex import PodIndex
 from tests import factories
@@ -38,7 +39,7 @@ def gated(name: str) -> dict[str, Any]:
 
 def make() -> tuple[Gates, PodIndex, Kube]:
     index, kube = PodIndex(), Kube()
-    return Gates(kube, index, Metrics()), index, kube  # type: ignore[arg-type]
+    return Gates(Executor(kube, None), index, Metrics()), index, kube  # type: ignore[arg-type]
 
 
 def released(gates: Gates) -> float | None:

@@ -7,6 +7,7 @@ from typing import Any
 from controller.core.basics import names
 from controller.core.placement import balloon
 from controller.metrics import Metrics
+from controller.operator.executor import Executor
 from controller.operator.placement import Placement
 from controller.operator.podindex import PodIndex
 from tests import factories
@@ -57,7 +58,7 @@ def task_pod(name: str, node: str) -> dict[str, Any]:
 
 def make() -> tuple[Placement, Notifier, Kube]:
     kube, notifier = Kube(), Notifier()
-    return Placement(kube, Metrics(), notifier, PodIndex()), notifier, kube  # type: ignore[arg-type]
+    return Placement(kube, Metrics(), Executor(kube, notifier), PodIndex()), notifier, kube  # type: ignore[arg-type]
 
 
 def test_a_moved_anchor_is_said_with_both_nodes_and_pods_beside_either_are_not_misplaced() -> None:
@@ -274,7 +275,7 @@ def test_a_balloon_bound_before_the_cache_shows_its_statefulset_is_anchored_all_
     for its Anchored Event while the replica's log showed the gate taken off and no Event nor
     annotation (the cache's lag inferred from that, not traced). The API server is asked instead."""
     kube, notifier = Kube(), Notifier()
-    placement = Placement(kube, Metrics(), notifier, PodIndex(),  # type: ignore[arg-type]
+    placement = Placement(kube, Metrics(), Executor(kube, notifier), PodIndex(),  # type: ignore[arg-type]
                           balloon_of=lambda namespace, name: None)
     placement.on_balloon_pod(balloon_pod("b1", "n1"))
     assert [r for r, _ in notifier.said] == ["Anchored"]

@@ -8,6 +8,7 @@ from typing import Any
 
 from controller.kube.clusterview import Facts
 from controller.metrics import Metrics
+from controller.operator.executor import Executor
 from controller.operator.policies import Policies
 from controller.settings import Settings
 
@@ -40,7 +41,7 @@ def policy(generation: int) -> dict[str, Any]:
 
 def test_ready_is_written_only_once_the_view_holds_that_generation() -> None:
     kube, view = Kube(), View(Facts())
-    policies = Policies(Settings(), kube, None, Metrics(), view)  # type: ignore[arg-type]
+    policies = Policies(Settings(), kube, Executor(kube, None), Metrics(), view)  # type: ignore[arg-type]
     kube.policies = [policy(2)]
     policies.report(policy(2))  # kopf's event, before the view has it
     assert kube.written == []

@@ -271,7 +271,7 @@ def test_the_balloons_of_a_namespace_share_one_budget_made_once() -> None:
     budget a namespace, asked for once while this process leads."""
     operator, kube = make()
     calls = Counting(kube)
-    operator.kube = operator.budgets.kube = calls  # type: ignore[assignment]
+    operator.kube = operator.executor.kube = calls  # type: ignore[assignment]
     for i in range(3):
         body = factories.pipelinerun(name=f"run-{i}", uid=f"run-{i}-uid")
         kube.runs[body["metadata"]["name"]] = body

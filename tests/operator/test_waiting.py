@@ -9,6 +9,7 @@ from typing import Any
 from controller.core.model import tekton
 from controller.core.placement import balloon
 from controller.metrics import Metrics
+from controller.operator.executor import Executor
 from controller.operator.podindex import PodIndex
 from controller.operator.waiting import WaitingPods
 from controller.settings import Settings
@@ -57,7 +58,7 @@ class Said:
 
 def test_a_task_pod_waiting_for_an_anchor_not_yet_bound_is_not_said_and_its_grace_starts_at_the_binding() -> None:
     index, said = PodIndex(), Said()
-    check = WaitingPods(Settings(), index, Metrics(), said)  # type: ignore[arg-type]
+    check = WaitingPods(Settings(), index, Metrics(), Executor(None, said))  # type: ignore[arg-type]
     index.balloon_event(balloon_pod("", None), deleted=False)
     index.task_pod_event(task_pod(), deleted=False)
     check.check(T0 + timedelta(minutes=5))

@@ -11,6 +11,7 @@ from controller.core.placement import warm
 from controller.core.policy import policy
 from controller.kube.clusterview import Facts
 from controller.metrics import Metrics
+from controller.operator.executor import Executor
 from controller.operator.sources import Sources
 from controller.operator.warming import Warming
 from controller.settings import Settings
@@ -57,7 +58,7 @@ SOURCES = Sources(pipeline=None, requests=None, rooms=(), tasks_synced=True)
 
 
 def test_the_index_follows_what_nodes_report_and_forgets_deleted_nodes() -> None:
-    warming = Warming(Kube(), None, View(facts(policy.Warm())), Metrics())  # type: ignore[arg-type]
+    warming = Warming(Executor(Kube(), None), None, View(facts(policy.Warm())), Metrics())  # type: ignore[arg-type]
     warming.on_node(node("a", (MAVEN, GB)))
     warming.on_node(node("b", (MAVEN, GB)))
     found = warming.warmth(inline_run(), facts(policy.Warm()), SOURCES)
@@ -71,7 +72,7 @@ def test_the_index_follows_what_nodes_report_and_forgets_deleted_nodes() -> None
 
 
 def test_a_policy_that_asks_for_nothing_gets_no_preference() -> None:
-    warming = Warming(Kube(), None, View(facts(policy.Warm())), Metrics())  # type: ignore[arg-type]
+    warming = Warming(Executor(Kube(), None), None, View(facts(policy.Warm())), Metrics())  # type: ignore[arg-type]
     warming.on_node(node("a", (MAVEN, GB)))
     assert warming.warmth(inline_run(), facts(policy.Warm(images=False)), SOURCES) is None
 
@@ -80,7 +81,7 @@ def test_an_anchored_run_is_counted_and_its_pipeline_s_node_remembered() -> None
     kube, metrics = Kube(), Metrics()
     asked = policy.Warm(pipeline_cache=True)
     remembered = {"warmNodes": {"inline:x": {"node": "a", "time": "2026-11-26T10:00:00Z"}}}
-    warming = Warming(kube, None, View(facts(asked, remembered)), metrics)  # type: ignore[arg-type]
+    warming = Warming(Executor(kube, None), None, View(facts(asked, remembered)), metrics)  # type: ignore[arg-type]
     warming.on_node(node("a", (MAVEN, GB)))
     run = inline_run()
     found = warming.warmth(run, facts(asked, remembered), SOURCES)

@@ -1,0 +1,142 @@
+"""What the operator may do to the cluster, as data: every write it makes, and every Event it
+says, is one of these, handed to the one executor (controller/operator/executor.py), which alone
+talks to the API server's write methods and says how each went (operator/executor.Done).
+
+Kept as data so that a decision can be read, compared and replayed without a cluster: a plan is
+a sequence of actions, and the same plan applied twice asks the same of the API server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from controller.core.basics.notices import Notice
+
+
+@dataclass(frozen=True)
+class Say:
+    """An Event on `involved` (a PipelineRun's or a policy's reference), said once per `key`
+    and reason while this process lives."""
+
+    involved: Mapping[str, Any]
+    notice: Notice
+    key: Hashable
+
+
+@dataclass(frozen=True)
+class Unsay:
+    """What was said for `key` and `reason` may be said again (the condition ended)."""
+
+    key: Hashable
+    reason: str
+
+
+@dataclass(frozen=True)
+class MakeBalloon:
+    """The run's balloon StatefulSet; done: (the object, whether this call made it)."""
+
+    manifest: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ReplanBalloon:
+    """The balloon's pod template replaced (its anchor not chosen yet)."""
+
+    manifest: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class DeleteBalloon:
+    """Done: whether this call deleted it (False: it was gone)."""
+
+    namespace: str
+    name: str
+    uid: str | None
+
+
+@dataclass(frozen=True)
+class AnnotateBalloon:
+    namespace: str
+    name: str
+    annotations: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class MakePod:
+    """A reservation pod."""
+
+    manifest: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class DeletePod:
+    """A reservation pod, or a balloon pod moved off its node (`grace` None: the pod's own)."""
+
+    namespace: str
+    name: str
+    uid: str
+    grace: int | None
+
+
+@dataclass(frozen=True)
+class ReleaseGate:
+    """The scheduling gate taken off a pod; done: whether this call took it off."""
+
+    namespace: str
+    name: str
+    uid: str
+    patch: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A merge patch of a PipelineRun or TaskRun (`plural`): the mark of an anchored run."""
+
+    plural: str
+    namespace: str
+    name: str
+    patch: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class MakeBudget:
+    """A namespace's PodDisruptionBudget; done: False when a budget not ours holds its name."""
+
+    manifest: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class DeleteBudget:
+    namespace: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True)
+class WritePolicyStatus:
+    namespace: str
+    name: str
+    status: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class MakeBinding:
+    body: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ReplaceBinding:
+    body: Mapping[str, Any]
+    resource_version: str
+
+
+@dataclass(frozen=True)
+class DeleteBinding:
+    name: str
+
+
+Action = (Say | Unsay | MakeBalloon | ReplanBalloon | DeleteBalloon | AnnotateBalloon | MakePod
+          | DeletePod | ReleaseGate | Mark | MakeBudget | DeleteBudget | WritePolicyStatus
+          | MakeBinding | ReplaceBinding | DeleteBinding)
