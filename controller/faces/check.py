@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from controller.core.basics import names
-from controller.core.model import tekton, versions
+from controller.core.model import assistant, tekton, versions
 from controller.faces import terminal
 from controller.kube import access
 from controller.kube.client import ApiError, Kube, api_message
@@ -92,7 +92,7 @@ def _tekton(settings: Settings, kube: Inspection, say: Say) -> None:
         return
     if flags is None:
         say(FAIL, "tekton feature-flags", f"{flags_at}: 404 Not Found")
-    elif tekton.assistant_enabled(flags):
+    elif assistant.assistant_enabled(flags):
         level = WARN if settings.ignore_tekton_assistant else FAIL
         say(level, "tekton affinity assistant",
             f"on (coschedule={flags.get('coschedule', '(default)')}); set "

@@ -10,7 +10,7 @@ from typing import Any
 
 from controller.core import explain
 from controller.core.basics import names
-from controller.core.model import tekton
+from controller.core.model import assistant, tekton
 from controller.core.placement import balloon
 from controller.faces import terminal
 from controller.kube.client import Kube
@@ -42,7 +42,7 @@ def observe(settings: Settings, inspect: Inspection, namespace: str, name: str,
     return explain.Observed(
         run=run,
         namespace_enabled=labels.get(label.key) == label.value,
-        assistant_on=tekton.assistant_enabled(flags) and not settings.ignore_tekton_assistant,
+        assistant_on=assistant.assistant_enabled(flags) and not settings.ignore_tekton_assistant,
         balloon=sts,
         balloon_pods=balloon_pods,
         node=inspect.get_node(node_name) if node_name else None,

@@ -6,11 +6,13 @@ Operator and decides nothing, as the kopf handlers do.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from controller.core.basics import names
 from controller.core.model import tekton
+from controller.core.placement import mark
 from controller.core.replica import glance
 from controller.faces.serial import Serial
 from controller.kube.client import Kube
@@ -43,6 +45,22 @@ def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return (obj.get("metadata") or {}).get("labels") or {}
 
 
+def concerns(op: Operator, namespace: str, run_uid: str, labels: Mapping[str, Any]) -> bool:
+    """Whether an event of this run, or of one of its pods, can matter here: its namespace
+    is enabled (or not known yet), it carries our mark, or something of it is held here.
+    The rest of the cluster's runs are dropped before a thread is given to them."""
+    facts = op.view.facts
+    return (not facts.synced or facts.namespace_enabled(namespace)
+            or mark.of(labels, run_uid) or run_uid in op.live or op.index.knows(run_uid))
+
+
+def may_concern(op: Operator, seen: glance.Glance) -> bool:
+    """`concerns`, conservatively, from a glance at an event not yet decoded."""
+    facts = op.view.facts
+    return not facts.synced or glance.may_concern(
+        seen, facts.namespace_enabled, lambda uid: uid in op.live or op.index.knows(uid))
+
+
 class Streams:
     def __init__(self, operator: Operator, kube: Kube, timeout: float,
                  metrics: Metrics | None = None, workers: int = WORKERS) -> None:
@@ -56,12 +74,13 @@ class Streams:
         marked = (glance.marker(names.LABEL_ANCHORED),)
         pod_markers = (*marked, glance.marker(names.LABEL_MANAGED_BY, names.APP),
                        glance.marker(names.LABEL_TIED))
+        ours = functools.partial(may_concern, operator)
         self.intakes = [
             Intake("pipelineruns", kube.custom.list_cluster_custom_object,
                    (tekton.GROUP, tekton.VERSION, "pipelineruns"), self._to(self.on_run),
-                   operator.may_concern, markers=marked, metrics=metrics, timeout=timeout),
+                   ours, markers=marked, metrics=metrics, timeout=timeout),
             *(Intake(name, kube.core.list_pod_for_all_namespaces, (), self._to(self.on_pod),
-                     operator.may_concern, markers=pod_markers, metrics=metrics,
+                     ours, markers=pod_markers, metrics=metrics,
                      timeout=timeout, label_selector=selector)
               for name, selector in POD_SELECTORS.items()),
         ]
@@ -115,7 +134,7 @@ class Streams:
     def on_run(self, kind: str, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata") or {}
         op = self.operator
-        if not op.concerns(str(meta.get("namespace") or ""), str(meta.get("uid") or ""),
+        if not concerns(op, str(meta.get("namespace") or ""), str(meta.get("uid") or ""),
                            _labels(body)):
             return
         if kind == "DELETED":
@@ -139,7 +158,7 @@ class Streams:
             return
         run = tekton.task_run_pod_run(labels)
         namespace = str((pod.get("metadata") or {}).get("namespace") or "")
-        if run is not None and op.concerns(namespace, run.uid, labels):
+        if run is not None and concerns(op, namespace, run.uid, labels):
             op.placement.on_task_pod(pod, deleted=deleted)
             op.gates.on_task_pod(pod, deleted=deleted)
             op.on_run_pod(pod)

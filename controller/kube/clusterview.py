@@ -17,7 +17,7 @@ import structlog
 import yaml
 
 from controller.core.basics import names
-from controller.core.model import tekton
+from controller.core.model import assistant, tekton
 from controller.core.policy import policy
 from controller.kube.client import Kube
 from controller.kube.reflector import Reflector, start_thread
@@ -189,7 +189,7 @@ class ClusterView:
         self._update(
             "tekton-config",
             feature_flags=data,
-            assistant_on=tekton.assistant_enabled(data),
+            assistant_on=assistant.assistant_enabled(data),
             tekton_default_template=default_pod_template(defaults),
             tekton_container_defaults=_yaml_entry(
                 defaults, "default-container-resource-requirements"

@@ -18,7 +18,7 @@ import structlog
 from controller.core.basics import names, quantity
 from controller.core.basics.actions import DeletePod, MakePod, Say
 from controller.core.basics.notices import Notice
-from controller.core.capacity import reservation
+from controller.core.capacity import reservation, reservation_pod
 from controller.core.model import progress, tekton
 from controller.kube import errors
 from controller.kube.caches import Caches
@@ -203,7 +203,7 @@ class Capacity:
         if step.act is reservation.Act.NONE:
             return False
         makes = step.act in (reservation.Act.SCOUT, reservation.Act.REPLACE, reservation.Act.KEEP)
-        manifest = reservation.manifest(
+        manifest = reservation_pod.manifest(
             base, run.uid, reservation.KEEPER if step.act is reservation.Act.KEEP
             else reservation.SCOUT, step.size or {}, step.halvings, full,
             self.settings.reservation_priority_class_name,

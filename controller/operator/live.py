@@ -38,6 +38,11 @@ class LiveRuns:
     def get(self, uid: str) -> Mapping[str, Any] | None:
         return self._bodies.get(uid)
 
+    def claims_tekton_makes(self, uid: str) -> frozenset[str]:
+        """The claims Tekton makes for the live run (a balloon waiting for one waits for it)."""
+        body = self._bodies.get(uid)
+        return tekton.PipelineRun.from_body(body).claims_tekton_makes() if body else frozenset()
+
     def runs(self) -> list[tekton.PipelineRun]:
         with self._lock:
             bodies = list(self._bodies.values())

@@ -22,7 +22,7 @@ from typing import Any
 from controller.core.admission import affinity
 from controller.core.basics import names
 from controller.core.basics.times import parse_time
-from controller.core.model import pods, tekton
+from controller.core.model import assistant, pods, tekton
 from controller.core.model import progress as run_progress
 from controller.core.model.pods import RunPod, scheduled_condition
 from controller.core.placement.waiting import Waiting
@@ -51,13 +51,6 @@ class RunState:
     pods: dict[str, RunPod] = field(default_factory=dict)  # pod uid -> pod
     waiting: dict[str, Waiting] = field(default_factory=dict)  # pod uid -> since when
     rooms: dict[str, Mapping[str, Any]] = field(default_factory=dict)  # reservation pods by uid
-
-
-def _unschedulable(pod: Mapping[str, Any]) -> tuple[bool, str, datetime]:
-    cond = scheduled_condition(pod)
-    waiting = cond.get("status") == "False" and cond.get("reason") == "Unschedulable"
-    since = parse_time(cond.get("lastTransitionTime")) or datetime.now(UTC)
-    return waiting, str(cond.get("message") or ""), since
 
 
 class PodIndex:
@@ -120,7 +113,7 @@ class PodIndex:
             state.namespace = str(meta.get("namespace") or state.namespace)
             state.name = str(labels.get(names.LABEL_RUN) or state.name)
             previous = state.balloon.node if state.balloon else None
-            waiting, message, since = _unschedulable(pod)
+            waiting, message, since = pods.unschedulable(pod, datetime.now(UTC))
             pod_uid = str(meta.get("uid") or "")
             if deleted:
                 if state.balloon and state.balloon.uid == pod_uid:
@@ -178,7 +171,7 @@ class PodIndex:
                 return run.uid
             node = str(spec.get("nodeName") or "")
             state.pods[pod_uid] = pods.run_pod(pod)
-            waiting, message, since = _unschedulable(pod)
+            waiting, message, since = pods.unschedulable(pod, datetime.now(UTC))
             old = state.waiting.get(pod_uid)
             self._wait(run.uid, state, pod_uid, Waiting(
                 str(meta.get("name") or ""), old.since if old else since, message,
@@ -190,17 +183,17 @@ class PodIndex:
         """A pod of a run we anchor that Tekton pinned to its own assistant (admission stood
         aside while it was on): not the run's pod for us, but a waiter to be said."""
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-        assistant = tekton.assistant_required(spec)
+        beside = assistant.assistant_required(spec)
         pod_uid = str(meta.get("uid") or "")
         with self._lock:
             state = self._runs.get(run_uid)
-            if state is None or not assistant:
+            if state is None or not beside:
                 return
-            waiting, message, since = _unschedulable(pod)
+            waiting, message, since = pods.unschedulable(pod, datetime.now(UTC))
             old = state.waiting.get(pod_uid)
             self._wait(run_uid, state, pod_uid, Waiting(
                 str(meta.get("name") or ""), old.since if old else since, message,
-                assistant=assistant,
+                assistant=beside,
             ) if waiting and not deleted and not spec.get("nodeName") else None)
 
     def room_event(self, pod: Mapping[str, Any], deleted: bool) -> str:

@@ -16,9 +16,8 @@ import structlog
 from controller.core.basics import names
 from controller.core.capacity import nodes
 from controller.core.model import tekton
-from controller.core.placement import balloon, mark, reconcile
+from controller.core.placement import balloon, reconcile
 from controller.core.placement.reconcile import Verb
-from controller.core.replica import glance
 from controller.kube.caches import Caches
 from controller.kube.client import Kube
 from controller.kube.clusterview import ClusterView
@@ -82,7 +81,7 @@ class Operator:
         self.unplaced = Unplaced(settings, kube, self.index, metrics, self.executor)
         self.anchors = AnchorGuard(kube, self.index, self.placement, metrics, self.executor)
         self.waiting = WaitingPods(settings, self.index, metrics, self.executor,
-                                   self._claims_tekton_makes)
+                                   self.live.claims_tekton_makes)
         # What a ResolutionRequest's event wakes (in the caches' watch thread) goes on the work
         # queue: nudge, not reconcile.
         self.estimates = Estimates(caches, self.index,
@@ -173,28 +172,10 @@ class Operator:
             return self.caches.balloon(namespace, name)
         return self.kube.get_statefulset(namespace, name)
 
-    def _claims_tekton_makes(self, run_uid: str) -> frozenset[str]:
-        body = self.live.get(run_uid)
-        return tekton.PipelineRun.from_body(body).claims_tekton_makes() if body else frozenset()
-
     def _lasting(self, run_uid: str) -> bool:
         """The run is live, or the live runs are not all known yet (the first resync round
         after this replica came to lead has not looked at every run)."""
         return not self.marks.seeded or run_uid in self.live
-
-    def concerns(self, namespace: str, run_uid: str, labels: Mapping[str, Any]) -> bool:
-        """Whether an event of this run, or of one of its pods, can matter here: its namespace
-        is enabled (or not known yet), it carries our mark, or something of it is held here.
-        The rest of the cluster's runs are dropped before a thread is given to them."""
-        facts = self.view.facts
-        return (not facts.synced or facts.namespace_enabled(namespace)
-                or mark.of(labels, run_uid) or run_uid in self.live or self.index.knows(run_uid))
-
-    def may_concern(self, seen: glance.Glance) -> bool:
-        """`concerns`, conservatively, from a glance at an event not yet decoded."""
-        facts = self.view.facts
-        return not facts.synced or glance.may_concern(
-            seen, facts.namespace_enabled, lambda uid: uid in self.live or self.index.knows(uid))
 
     def forget_run(self, body: Mapping[str, Any]) -> None:
         """The run is deleted (its balloon goes by garbage collection)."""

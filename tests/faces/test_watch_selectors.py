@@ -17,7 +17,7 @@ from controller.core.model.tekton import RunRef
 from controller.core.placement import balloon
 from controller.core.replica import glance
 from controller.faces import kopf_handlers, reconciler
-from controller.faces.streams import POD_SELECTORS, Streams
+from controller.faces.streams import POD_SELECTORS, Streams, concerns, may_concern
 from controller.kube.clusterview import Facts
 from controller.settings import Settings
 from tests import factories
@@ -99,14 +99,14 @@ def test_runs_and_task_pods_of_namespaces_that_did_not_opt_in_reach_no_handler()
     operator = streams_.operator
     theirs = factories.pipelinerun(namespace="not-opted", uid="their-uid")
     pod = pinned("not-opted", "their-uid")
-    assert not operator.may_concern(glance.glance(raw(theirs)))
-    assert not operator.may_concern(glance.glance(raw(pod)))
+    assert not may_concern(operator, glance.glance(raw(theirs)))
+    assert not may_concern(operator, glance.glance(raw(pod)))
     streams_.on_run("MODIFIED", theirs)
     streams_.on_pod("MODIFIED", pod)
     assert kube.statefulsets == {} and not operator.index.knows("their-uid")
     ours = factories.pipelinerun(namespace="team-a", uid="our-uid")
     kube.runs[ours["metadata"]["name"]] = ours
-    assert operator.may_concern(glance.glance(raw(ours)))
+    assert may_concern(operator, glance.glance(raw(ours)))
     streams_.on_run("ADDED", ours)
     assert balloon.balloon_name("our-uid") in kube.statefulsets
     streams_.on_pod("ADDED", pinned("team-a", "our-uid"))
@@ -119,18 +119,18 @@ def test_runs_held_here_still_reach_their_handlers_after_their_namespace_opts_ou
     operator = streams_.operator
     marked = factories.pipelinerun(namespace="off", uid="uid-1")
     marked["metadata"]["labels"] = {names.LABEL_ANCHORED: "uid-1"}
-    assert operator.may_concern(glance.glance(raw(marked), streams_.intakes[0]._markers))
+    assert may_concern(operator, glance.glance(raw(marked), streams_.intakes[0]._markers))
     pod = factories.taskrun_pod(namespace="off", run_uid="uid-1")
     pod["metadata"]["labels"][names.LABEL_ANCHORED] = "uid-1"
-    assert operator.may_concern(glance.glance(raw(pod), streams_.intakes[1]._markers))
+    assert may_concern(operator, glance.glance(raw(pod), streams_.intakes[1]._markers))
     operator.index.balloon_event({"metadata": {
         "name": "b-0", "namespace": "off", "uid": "pod-uid",
         "labels": {names.LABEL_RUN_UID: "uid-2"}}, "spec": {}}, deleted=False)
     held = factories.pipelinerun(namespace="off", uid="uid-2")
-    assert operator.may_concern(glance.glance(raw(held)))
-    assert operator.concerns("off", "uid-2", {})
+    assert may_concern(operator, glance.glance(raw(held)))
+    assert concerns(operator, "off", "uid-2", {})
     operator.view.facts = Facts()  # not synced: nothing is known to be not ours
-    assert operator.may_concern(glance.glance(raw(factories.pipelinerun(namespace="off"))))
+    assert may_concern(operator, glance.glance(raw(factories.pipelinerun(namespace="off"))))
 
 
 def test_our_own_pods_are_always_decoded_and_handed_to_their_handler() -> None:
@@ -139,7 +139,7 @@ def test_our_own_pods_are_always_decoded_and_handed_to_their_handler() -> None:
     balloon_pod = {"metadata": {"name": "b-0", "namespace": "off", "uid": "pod-uid", "labels": {
         names.LABEL_MANAGED_BY: names.APP, names.LABEL_COMPONENT: names.COMPONENT_BALLOON,
         names.LABEL_RUN_UID: "uid-9"}}, "spec": {"nodeName": "n1"}}
-    assert operator.may_concern(glance.glance(raw(balloon_pod), streams_.intakes[1]._markers))
+    assert may_concern(operator, glance.glance(raw(balloon_pod), streams_.intakes[1]._markers))
     streams_.on_pod("ADDED", balloon_pod)
     assert operator.placement.node_of("off", "uid-9") == "n1"
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from controller.core.admission import affinity
 from controller.core.basics.fragments import is_label_value
-from controller.core.model import tekton
+from controller.core.model import assistant, tekton
 from controller.core.placement import gate, mark
 
 API_VERSION = "admission.k8s.io/v1"
@@ -111,7 +111,7 @@ def decide(request: Mapping[str, Any], facts: Facts, gate_first_pods: bool = Fal
     annotations = _mapping(meta.get("annotations"))
     if affinity.carries_our_term(spec):
         return Decision(Outcome.ALREADY, run=run)
-    if tekton.pinned_to_assistant(spec):
+    if assistant.pinned_to_assistant(spec):
         # Tekton pinned it to its own assistant (its TaskRun was made while coschedule was on).
         # The scheduler wants ONE pod matching all of a pod's required affinity terms, and no
         # pod is both that assistant and our balloon: a second term would keep it pending.

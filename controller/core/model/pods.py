@@ -5,12 +5,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+from controller.core.basics.times import parse_time
 from controller.core.model import podrequests, tekton
 
 HOSTNAME = "kubernetes.io/hostname"
 TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+def unschedulable(pod: Mapping[str, Any], now: datetime) -> tuple[bool, str, datetime]:
+    """Whether the scheduler found no node for the pod, what it said, and since when (`now`
+    when its condition has no time)."""
+    cond = scheduled_condition(pod)
+    waiting = cond.get("status") == "False" and cond.get("reason") == "Unschedulable"
+    since = parse_time(cond.get("lastTransitionTime")) or now
+    return waiting, str(cond.get("message") or ""), since
 
 
 def scheduled_condition(pod: Mapping[str, Any]) -> Mapping[str, Any]:

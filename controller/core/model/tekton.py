@@ -273,30 +273,6 @@ def task_run_pod_run(labels: Mapping[str, Any]) -> RunRef | None:
     return RunRef(run, uid if isinstance(uid, str) else "")
 
 
-def _assistant_selectors(pod_spec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The matchLabels of the required pod-affinity terms that select a Tekton assistant: the
-    term Tekton adds while its assistant is on."""
-    affinity = _dict(pod_spec.get("affinity"))
-    terms = _dict(affinity.get("podAffinity")).get("requiredDuringSchedulingIgnoredDuringExecution")
-    selectors = [_dict(_dict(_dict(t).get("labelSelector")).get("matchLabels"))
-                 for t in (terms if isinstance(terms, list) else [])]
-    return [s for s in selectors if s.get(LABEL_COMPONENT) == AFFINITY_ASSISTANT_COMPONENT]
-
-
-def pinned_to_assistant(pod_spec: Mapping[str, Any]) -> bool:
-    """Does the pod require a Tekton affinity assistant beside it? (As the chart's policy's
-    `not-pinned-to-tekton-s-assistant` matchCondition asks.)"""
-    return bool(_assistant_selectors(pod_spec))
-
-
-def assistant_required(pod_spec: Mapping[str, Any]) -> str:
-    """The name of the Tekton affinity assistant a pod must run beside; "" if none."""
-    for labels in _assistant_selectors(pod_spec):
-        instance = labels.get(LABEL_INSTANCE)
-        return instance if isinstance(instance, str) else ""
-    return ""
-
-
 def managed_by_value(config_defaults: Mapping[str, Any] | None) -> str:
     """The app.kubernetes.io/managed-by value of Tekton's TaskRun pods, from the data of its
     config-defaults ConfigMap."""
@@ -304,10 +280,3 @@ def managed_by_value(config_defaults: Mapping[str, Any] | None) -> str:
     if isinstance(value, str) and value and is_label_value(value):
         return value
     return DEFAULT_MANAGED_BY
-
-
-def assistant_enabled(feature_flags: Mapping[str, Any] | None) -> bool:
-    """Is Tekton's own affinity assistant on? Absent flags mean Tekton's default, which is on."""
-    # Tekton >= 0.60 reads only `coschedule` (default "workspaces"). Older releases also read
-    # `disable-affinity-assistant`; DESIGN asks for `coschedule: disabled`, so only that counts.
-    return str(_dict(feature_flags).get("coschedule", "workspaces")).strip() != "disabled"

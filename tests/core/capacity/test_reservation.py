@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.core.capacity import reservation
+from controller.core.capacity import reservation, reservation_pod
 from controller.core.capacity.reservation import KEEPER, SCOUT, Act, Room, Seen
 from controller.core.model.tekton import PipelineRun
 from controller.core.placement import balloon
@@ -147,7 +147,7 @@ def with_uid(sts: dict[str, Any]) -> dict[str, Any]:
 def test_a_scout_carries_the_balloons_constraints_and_claims_at_low_priority() -> None:
     run = make_run()
     sts = with_uid(balloon.plan(run, make_policy(), [], room=True).manifest)
-    pod = reservation.manifest(sts, run.uid, SCOUT, PEAK, 0, PEAK, "low")
+    pod = reservation_pod.manifest(sts, run.uid, SCOUT, PEAK, 0, PEAK, "low")
     template = sts["spec"]["template"]["spec"]
     assert pod["spec"]["priorityClassName"] == "low"
     assert pod["spec"].get("volumes") == template.get("volumes")
@@ -165,7 +165,7 @@ def test_a_scout_carries_the_balloons_constraints_and_claims_at_low_priority() -
 def test_a_keeper_is_pinned_beside_the_balloon_and_mounts_nothing() -> None:
     run = make_run()
     sts = with_uid(balloon.plan(run, make_policy(), [], room=True).manifest)
-    pod = reservation.manifest(sts, run.uid, KEEPER, {"cpu": 500}, 0, PEAK, "low")
+    pod = reservation_pod.manifest(sts, run.uid, KEEPER, {"cpu": 500}, 0, PEAK, "low")
     terms = pod["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert terms == [{"labelSelector": {"matchLabels": sts["spec"]["selector"]["matchLabels"]},
                       "topologyKey": "kubernetes.io/hostname"}]

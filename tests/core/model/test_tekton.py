@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from controller.core.model import tekton
+from controller.core.model import assistant, tekton
 from tests import factories
 
 
@@ -84,7 +84,7 @@ def test_taskrun_pod_recognition() -> None:
      ({"coschedule": "isolate-pipelinerun"}, True), ({"coschedule": "disabled"}, False)],
 )
 def test_assistant_detection(flags: dict[str, str] | None, on: bool) -> None:
-    assert tekton.assistant_enabled(flags) is on
+    assert assistant.assistant_enabled(flags) is on
 
 
 @pytest.mark.parametrize(("data", "expected"), [
@@ -103,8 +103,8 @@ def test_the_assistant_a_pod_must_run_beside_is_read_from_tekton_s_term() -> Non
     other = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone"}
     spec = {"affinity": {"podAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": [other, term]}}}
-    assert tekton.assistant_required(spec) == "affinity-assistant-0123456789"
-    assert tekton.assistant_required({"affinity": {"podAffinity": {
+    assert assistant.assistant_required(spec) == "affinity-assistant-0123456789"
+    assert assistant.assistant_required({"affinity": {"podAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": [other]}}}) == ""
-    assert tekton.assistant_required({"affinity": "nonsense"}) == ""
-    assert tekton.assistant_required({}) == ""
+    assert assistant.assistant_required({"affinity": "nonsense"}) == ""
+    assert assistant.assistant_required({}) == ""
