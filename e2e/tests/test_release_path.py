@@ -210,6 +210,14 @@ def volume(real: Real, node: realnode.RealNode) -> Path:
     return node.root / "volumes" / name
 
 
+def let_go(s: Runs, run: dict[str, Any]) -> None:
+    """The file a gated() run waits for, put into the volume its claim is bound to (a local
+    volume is a directory of this host)."""
+    (claim,) = s.claims_of(run)
+    pv = s.core.read_persistent_volume(s.wait_bound(claim, timeout=60))
+    (Path(pv.spec.local.path) / "go").write_text("")  # type: ignore[union-attr]
+
+
 def on_its_volume(s: Runs, run: dict[str, Any], anchor: str) -> None:
     """The run's claim is bound to a volume of the node its pods went to."""
     (claim,) = s.claims_of(run)
@@ -284,7 +292,8 @@ def released(real: Real, publisher: Publisher, tmp_path: Path, clock: Clock,
             clock.lap(f"release {SECOND} (built in {built:.0f} s, beside the above)")
             # A run anchored on each node by the first version, held in its first task until
             # the second version alone serves: its other tasks' pods are admitted by that one.
-            gates = [volume(real, n) / "go" for n in real.nodes.nodes]
+            for n in real.nodes.nodes:
+                volume(real, n)
             in_flight = [s.start(gated(tr.unique("flight"))) for _ in real.nodes.nodes]
             anchors = [s.anchor(r, timeout=120) for r in in_flight]
             publisher.helm("upgrade", SECOND)
@@ -297,8 +306,8 @@ def released(real: Real, publisher: Publisher, tmp_path: Path, clock: Clock,
                 live: dict[str, Any] = s.custom.get_namespaced_custom_object(
                     *tr.TEKTON, ns, "pipelineruns", r["metadata"]["name"])  # type: ignore[assignment]
                 assert tr.outcome(live) is None, tr.succeeded_condition(live)
-            for gate in gates:
-                gate.write_text("")
+            for r in in_flight:
+                let_go(s, r)
             for r, anchor in zip(in_flight, anchors, strict=True):
                 assert tr.outcome(s.done(r, timeout=300)) == ("True", "Succeeded")
                 assert_co_located(s, r, anchor, real_.TASKS)
