@@ -306,22 +306,21 @@ def released(real: Real, publisher: Publisher, tmp_path: Path, clock: Clock,
                 live: dict[str, Any] = s.custom.get_namespaced_custom_object(
                     *tr.TEKTON, ns, "pipelineruns", r["metadata"]["name"])  # type: ignore[assignment]
                 assert tr.outcome(live) is None, tr.succeeded_condition(live)
+            # ...and a run anchored by the second version, beside them.
+            wait_pinning(real, ns)
+            volume(real, real.nodes.nodes[0])
+            after = s.start(real_.write_and_read(tr.unique("after"), tr.volume_claim_template()))
             for r in in_flight:
                 let_go(s, r)
             for r, anchor in zip(in_flight, anchors, strict=True):
                 assert tr.outcome(s.done(r, timeout=300)) == ("True", "Succeeded")
                 assert_co_located(s, r, anchor, real_.TASKS)
                 on_its_volume(s, r, anchor)
-            clock.lap("the runs in flight")
-
-            wait_pinning(real, ns)
-            volume(real, real.nodes.nodes[0])
-            after = s.start(real_.write_and_read(tr.unique("after"), tr.volume_claim_template()))
             assert tr.outcome(s.done(after, timeout=300)) == ("True", "Succeeded")
             anchor = s.anchor(after)
             assert_co_located(s, after, anchor, real_.TASKS)
             on_its_volume(s, after, anchor)
-            clock.lap("a run after")
+            clock.lap("the runs in flight and one after")
         finally:
             s.close()
     with real.cluster.api_client() as api:
