@@ -136,4 +136,10 @@ def test_the_scenarios_come_in_the_order_their_parts_are_built() -> None:
     assert last["test_tekton_runs.py"] < first["test_autoscaler.py"]  # Karpenter
     assert last["test_autoscaler.py"] < first["test_realnode.py"]  # a cluster of its own
     assert last["test_realnode.py"] < last["test_upgrade.py"]  # the older Tekton, built last
+    # The real-node lab's scenarios one after another: it is started once for them all, and
+    # stopped after the last (e2e/tests/conftest.py).
+    lab = [i for i, module in enumerate(order)
+           if module in ("test_realnode.py", "test_release_path.py")]
+    assert lab == list(range(lab[0], lab[0] + len(lab))), order
+    assert last["test_release_path.py"] < last["test_upgrade.py"]
 

@@ -144,9 +144,7 @@ def install(real: Real, mode: str, values: Mapping[str, Any] | None = None) -> N
     if real.mode == wanted:
         return
     if real.mode:
-        chart.uninstall(real.cluster)
-        real.cluster.wait_for(lambda: not realnode.pods(real.cluster, NAMESPACE, SELECTOR),
-                              timeout=120, what="the old release's pods gone")
+        uninstall(real)
     else:  # the first install: the pull secret goes first (the release's namespace stays)
         real.cluster.create_namespace(NAMESPACE)
         pull_secret(real, NAMESPACE)
@@ -160,6 +158,15 @@ def install(real: Real, mode: str, values: Mapping[str, Any] | None = None) -> N
         "config.balloon.imagePullSecrets": secrets, **(values or {})}, keep_deployment=True)
     real.mode = wanted
     realnode.wait_pods_ready(real.cluster, NAMESPACE, SELECTOR, 2, timeout=180)
+
+
+def uninstall(real: Real) -> None:
+    """The chart's release uninstalled, if there is one (an install that failed early made
+    none), and its replicas gone; the release's namespace and pull secret stay."""
+    chart.run_helm(["uninstall", RELEASE, "--namespace", NAMESPACE, "--wait",
+                    "--ignore-not-found"], kubeconfig=real.cluster.kubeconfig)
+    real.cluster.wait_for(lambda: not realnode.pods(real.cluster, NAMESPACE, SELECTOR),
+                          timeout=120, what="the old release's pods gone")
 
 
 def rollout_restart(real: Real) -> int:

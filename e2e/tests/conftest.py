@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator, Mapping
@@ -13,16 +14,26 @@ import pytest
 
 from controller.core.basics import names
 from e2e.harness import faults, release
-from e2e.harness.cluster import Backend, BinaryNotFound, ClusterHandle, building, open_cluster
+from e2e.harness import real as real_
+from e2e.harness.cluster import (
+    Backend,
+    BinaryNotFound,
+    ClusterHandle,
+    building,
+    open_cluster,
+    realhost,
+)
 from e2e.harness.cluster import tekton as tekton_cluster
-from e2e.harness.coscheduler import Coscheduler
+from e2e.harness.coscheduler import REPO, Coscheduler
 from e2e.harness.faults import Pool
+from e2e.harness.real import Real
 from e2e.harness.runs import Runs
 from e2e.harness.scenario import Scenario
 from e2e.harness.tekton_runs import PodRecorder
 
 _CLUSTER_KEY = pytest.StashKey[ClusterHandle]()
 _WAITED = pytest.StashKey[float]()
+_REAL_LAB = pytest.StashKey[contextlib.ExitStack]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -195,3 +206,41 @@ def pool(
     made = faults.make_pool(cluster)
     yield made
     faults.remove_pool(cluster, made)
+
+
+# -- the real-node lab ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def real(request: pytest.FixtureRequest) -> Iterator[Real]:
+    """The real-node lab (e2e/harness/real.py), started once for every scenario that runs on it
+    (test_realnode.py, test_release_path.py): starting one takes minutes. Stopped as soon as
+    the last of them is done (pytest_runtest_teardown below), not at the session's end: its
+    nodes would go on taking CPU from the scenarios after it."""
+    why = realhost.can_run_containers()
+    if why:
+        pytest.skip(why)
+    stack = contextlib.ExitStack()
+    request.config.stash[_REAL_LAB] = stack
+    with stack:
+        try:
+            made = stack.enter_context(real_.lab(REPO, nodes=2))
+        except (FileNotFoundError, BinaryNotFound) as exc:
+            pytest.skip(str(exc))
+        image = made.image
+        print(f"image {image.name}: {image.size_bytes / 2**20:.0f} MiB, "
+              f"built in {image.seconds:.0f} s")
+        yield made
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    """The real-node lab stops after the last scenario of the session that uses it, once that
+    scenario's own fixtures are torn down (a scenario's namespace and runs live in it)."""
+    result = yield
+    stack = item.config.stash.get(_REAL_LAB, None)
+    if stack is not None and "real" in getattr(item, "fixturenames", ()):
+        later = item.session.items[item.session.items.index(item) + 1:]
+        if not any("real" in getattr(i, "fixturenames", ()) for i in later):
+            stack.close()
+    return result

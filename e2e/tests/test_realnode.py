@@ -24,8 +24,7 @@ from controller.core.placement.balloon import balloon_name
 from e2e.harness import chart
 from e2e.harness import real as real_
 from e2e.harness import tekton_runs as tr
-from e2e.harness.cluster import BinaryNotFound, realhost, realimages, realnode
-from e2e.harness.coscheduler import REPO
+from e2e.harness.cluster import realhost, realimages, realnode
 from e2e.harness.load import PodLoad
 from e2e.harness.real import Real
 from e2e.harness.rollout_trace import RolloutTrace
@@ -37,21 +36,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.realnode, pytest.mark.parts("realnode
 FULLNAME, NAMESPACE, SELECTOR = real_.FULLNAME, real_.NAMESPACE, real_.SELECTOR
 install, write_and_read = real_.install, real_.write_and_read
 RATE = 20  # pod creations a second through the webhook, during the rollout
-
-
-@pytest.fixture(scope="module")
-def real() -> Iterator[Real]:
-    why = realhost.can_run_containers()
-    if why:
-        pytest.skip(why)
-    try:
-        parts = real_.parts(REPO)
-    except (FileNotFoundError, BinaryNotFound) as exc:
-        pytest.skip(str(exc))
-    image = parts.image
-    print(f"image {image.name}: {image.size_bytes / 2**20:.0f} MiB, built in {image.seconds:.0f} s")
-    with real_.real_cluster(parts, nodes=2) as made:
-        yield made
 
 
 def run_in(real: Real, ns: str, argv: list[str], **spec: Any) -> str:

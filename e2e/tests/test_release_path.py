@@ -1,6 +1,3 @@
-# Not collected yet (its name is not test_*.py): the release path on real nodes reached the
-# upgrade with runs in flight, but has not passed end to end once; rename it to
-# test_release_path.py once it has.
 """The release path on real nodes, as a platform team meets it: `make release` pushes the image
 and the chart to a registry (the lab's: TLS, credentials), and the team installs from there with
 `helm install oci://... --version`, setting only the registry their nodes pull from and the pull
@@ -11,20 +8,25 @@ The nodes reach the lab's registry under the names it mirrors (realimages.REGIST
 private mirror of a public registry: the release is pushed to the lab's host under such a name
 (e2e.tekton-coscheduler.dev/release), and `image.registry` names the mirror. Each release builds
 the image with buildah on the lab's store, from a copy of this checkout at the release's version.
+
+It shares the real-node lab with test_realnode.py (the session's `real` fixture, e2e/tests/
+conftest.py): it uninstalls what they installed, and leaves its release for their next install()
+to uninstall.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import time
 import uuid
-from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -35,7 +37,7 @@ from controller.core.basics import names
 from e2e.harness import chart
 from e2e.harness import real as real_
 from e2e.harness import tekton_runs as tr
-from e2e.harness.cluster import BinaryNotFound, project_image, realhost, realimages, realnode
+from e2e.harness.cluster import project_image, realimages, realnode
 from e2e.harness.cluster.registry import local_env
 from e2e.harness.coscheduler import REPO
 from e2e.harness.real import Real
@@ -51,19 +53,6 @@ major, minor, patch = (int(x) for x in FIRST.split("-")[0].split(".")[:3])
 SECOND = f"{major}.{minor}.{patch + 1}"
 
 
-@pytest.fixture(scope="module")
-def real() -> Iterator[Real]:
-    why = realhost.can_run_containers()
-    if why:
-        pytest.skip(why)
-    with contextlib.ExitStack() as stack:
-        try:
-            made = stack.enter_context(real_.lab(REPO, nodes=2))
-        except (FileNotFoundError, BinaryNotFound) as exc:
-            pytest.skip(str(exc))
-        yield made
-
-
 class Publisher:
     """`python -m release` (what `make release` runs) against the lab's registry, with the
     credentials given as users give them: the tools' own login files."""
@@ -74,11 +63,10 @@ class Publisher:
         self.host = real.registry.host
         self.registry = f"{self.host}/{MIRROR}"
         auth = work / "auth.json"  # buildah's (REGISTRY_AUTH_FILE)
-        creds = real.registry.credentials.auth
-        auth.write_text(json.dumps({"auths": {self.host: {"auth": creds}}}))
+        creds = real.registry.credentials
+        auth.write_text(json.dumps({"auths": {self.host: {"auth": creds.auth}}}))
         self.env = local_env(REGISTRY_AUTH_FILE=str(auth),
                              HELM_REGISTRY_CONFIG=str(work / "helm-registry.json"))
-        creds = real.registry.credentials
         login = subprocess.run(
             [chart.helm(), "registry", "login", self.host, "--username", creds.username,
              "--password-stdin", "--ca-file", str(real.registry.ca)],
@@ -126,6 +114,12 @@ class Publisher:
                              timeout=1800)
         assert out.returncode == 0, f"{out.stdout[-4000:]}\n{out.stderr[-4000:]}"
         return out.stdout
+
+    def timed_release(self, version: str) -> float:
+        """The release of `version`, built and pushed; the seconds it took."""
+        started = time.monotonic()
+        self.release(version)
+        return time.monotonic() - started
 
     def close(self) -> None:
         """The releases' images leave the lab's buildah store (a few hundred MiB each)."""
@@ -182,18 +176,86 @@ def controller_images(real: Real) -> set[str]:
             for p in realnode.pods(real.cluster, NAMESPACE, real_.SELECTOR)}
 
 
+RELEASED = "release path"  # real.mode while this scenario's release is installed
+
+
+def bare_namespace(real: Real) -> None:
+    """The release's namespace with its pull secret and nothing installed: what a scenario of
+    test_realnode.py installed in the shared lab goes. real.mode then tells the lab's next
+    install() to uninstall first, whatever this scenario's install leaves (even nothing)."""
+    if real.mode:
+        real_.uninstall(real)
+    else:
+        real.cluster.create_namespace(NAMESPACE)
+        real_.pull_secret(real, NAMESPACE)
+    real.mode = RELEASED
+
+
+def gated(name: str) -> dict[str, Any]:
+    """write_and_read whose first task waits until a file `go` is in its volume: a run kept in
+    flight until the test lets it go, however long the upgrade takes or however short."""
+    body = real_.write_and_read(name, tr.volume_claim_template())
+    step = body["spec"]["pipelineSpec"]["tasks"][0]["taskSpec"]["steps"][0]
+    path = f"$(workspaces.{tr.SHARED}.path)"
+    step["script"] = step["script"].replace(
+        "set -e\n", f"set -e\nuntil [ -f {path}/go ]; do sleep 1; done\n", 1)
+    assert "until" in step["script"], step["script"]
+    return body
+
+
+def volume(real: Real, node: realnode.RealNode) -> Path:
+    """A fresh local volume on the node (each run's claim binds one); its directory."""
+    name = f"pv-{uuid.uuid4().hex[:6]}"
+    realnode.local_volume(real.cluster, node, name)
+    return node.root / "volumes" / name
+
+
+def let_go(s: Runs, run: dict[str, Any]) -> None:
+    """The file a gated() run waits for, put into the volume its claim is bound to (a local
+    volume is a directory of this host)."""
+    (claim,) = s.claims_of(run)
+    pv = s.core.read_persistent_volume(s.wait_bound(claim, timeout=60))
+    (Path(pv.spec.local.path) / "go").write_text("")  # type: ignore[union-attr]
+
+
+def on_its_volume(s: Runs, run: dict[str, Any], anchor: str) -> None:
+    """The run's claim is bound to a volume of the node its pods went to."""
+    (claim,) = s.claims_of(run)
+    assert s.pv_node(claim) == anchor, claim
+
+
+class Clock:
+    """How long each phase took, printed at the end: the scenario's runtime, by its parts."""
+
+    def __init__(self) -> None:
+        self.start = self.last = time.monotonic()
+        self.phases: list[tuple[str, float]] = []
+
+    def lap(self, what: str) -> None:
+        now = time.monotonic()
+        self.phases.append((what, now - self.last))
+        self.last = now
+
+    def __str__(self) -> str:
+        parts = ", ".join(f"{what} {seconds:.0f} s" for what, seconds in self.phases)
+        return f"release path: {time.monotonic() - self.start:.0f} s ({parts})"
+
+
 @pytest.mark.timeout(2400)  # two image builds (about 90 s each alone, more beside the nodes)
 def test_a_release_installs_from_the_registry_runs_and_upgrades_with_runs_in_flight(
     real: Real, tmp_path: Path,
 ) -> None:
-    publisher = Publisher(real, tmp_path)
+    publisher, clock = Publisher(real, tmp_path), Clock()
     try:
-        released(real, publisher, tmp_path)
+        with ThreadPoolExecutor(1) as background:  # left only once its build is over
+            released(real, publisher, tmp_path, clock, background)
     finally:
         publisher.close()
+        print(clock)
 
 
-def released(real: Real, publisher: Publisher, tmp_path: Path) -> None:
+def released(real: Real, publisher: Publisher, tmp_path: Path, clock: Clock,
+             background: ThreadPoolExecutor) -> None:
     said = publisher.release(FIRST)
     print(said)
     labels = publisher.labels(FIRST)
@@ -201,46 +263,64 @@ def released(real: Real, publisher: Publisher, tmp_path: Path) -> None:
     assert labels["org.opencontainers.image.licenses"] == "Apache-2.0"
     assert re.match(r"^[0-9a-f]{40}$", labels["org.opencontainers.image.revision"]), labels
     assert (tmp_path / "dist" / f"tekton-coscheduler-{FIRST}.image.cdx.json").is_file()
+    clock.lap(f"release {FIRST}")
+    # The next version is made while this one is installed and runs (the nodes mostly wait on
+    # the API server meanwhile): a release as its maintainers would make it, just sooner.
+    second = background.submit(publisher.timed_release, SECOND)
 
-    real.cluster.create_namespace(NAMESPACE)
-    real_.pull_secret(real, NAMESPACE)
+    bare_namespace(real)
     publisher.helm("install", FIRST)
     realnode.wait_pods_ready(real.cluster, NAMESPACE, real_.SELECTOR, 2, timeout=180)
     assert controller_images(real) == {f"{MIRROR}/tekton-coscheduler:{FIRST}"}
     print("installed:", admission_objects(publisher))
+    clock.lap("install")
 
     ns = real_.namespace(real, f"rel-{uuid.uuid4().hex[:6]}", {names.NAMESPACE_LABEL: "true"})
     with PodRecorder(real.cluster, ns) as recorder:
         s = Runs(real.cluster, ns, recorder)
         try:
             wait_pinning(real, ns)
-            node = real.nodes.nodes[0]
-            realnode.local_volume(real.cluster, node, f"pv-{uuid.uuid4().hex[:6]}")
+            volume(real, real.nodes.nodes[0])
             run = s.start(real_.write_and_read(tr.unique("release"), tr.volume_claim_template()))
-            assert s.anchor(run, timeout=120) == node.name
+            anchor = s.anchor(run, timeout=120)
             assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded")
-            assert_co_located(s, run, node.name, real_.TASKS)
+            assert_co_located(s, run, anchor, real_.TASKS)
+            on_its_volume(s, run, anchor)
+            clock.lap("a run")
 
-            publisher.release(SECOND)
-            for n in real.nodes.nodes:  # a volume on each node for the runs in flight
-                realnode.local_volume(real.cluster, n, f"pv-{uuid.uuid4().hex[:6]}")
-            in_flight = [s.start(real_.write_and_read(tr.unique("flight"),
-                                                      tr.volume_claim_template()))
-                         for _ in real.nodes.nodes]
+            built = second.result()
+            clock.lap(f"release {SECOND} (built in {built:.0f} s, beside the above)")
+            # A run anchored on each node by the first version, held in its first task until
+            # the second version alone serves: its other tasks' pods are admitted by that one.
+            for n in real.nodes.nodes:
+                volume(real, n)
+            in_flight = [s.start(gated(tr.unique("flight"))) for _ in real.nodes.nodes]
             anchors = [s.anchor(r, timeout=120) for r in in_flight]
             publisher.helm("upgrade", SECOND)
             realnode.wait_pods_ready(real.cluster, NAMESPACE, real_.SELECTOR, 2, timeout=180)
             real.cluster.wait_for(
                 lambda: controller_images(real) == {f"{MIRROR}/tekton-coscheduler:{SECOND}"},
                 timeout=180, what=f"only replicas of {SECOND} left")
+            clock.lap("upgrade")
+            for r in in_flight:  # held at their gates all along
+                live: dict[str, Any] = s.custom.get_namespaced_custom_object(
+                    *tr.TEKTON, ns, "pipelineruns", r["metadata"]["name"])  # type: ignore[assignment]
+                assert tr.outcome(live) is None, tr.succeeded_condition(live)
+            # ...and a run anchored by the second version, beside them.
+            wait_pinning(real, ns)
+            volume(real, real.nodes.nodes[0])
+            after = s.start(real_.write_and_read(tr.unique("after"), tr.volume_claim_template()))
+            for r in in_flight:
+                let_go(s, r)
             for r, anchor in zip(in_flight, anchors, strict=True):
                 assert tr.outcome(s.done(r, timeout=300)) == ("True", "Succeeded")
                 assert_co_located(s, r, anchor, real_.TASKS)
-            wait_pinning(real, ns)
-            realnode.local_volume(real.cluster, node, f"pv-{uuid.uuid4().hex[:6]}")  # its own
-            after = s.start(real_.write_and_read(tr.unique("after"), tr.volume_claim_template()))
+                on_its_volume(s, r, anchor)
             assert tr.outcome(s.done(after, timeout=300)) == ("True", "Succeeded")
-            assert_co_located(s, after, s.anchor(after), real_.TASKS)
+            anchor = s.anchor(after)
+            assert_co_located(s, after, anchor, real_.TASKS)
+            on_its_volume(s, after, anchor)
+            clock.lap("the runs in flight and one after")
         finally:
             s.close()
     with real.cluster.api_client() as api:
