@@ -48,10 +48,11 @@ package:
 # requirements.lock: pyproject.toml's runtime dependencies and theirs, pinned with the hashes of
 # their files; the image installs it and nothing else (pip --require-hashes). Run after changing
 # the dependencies; newer releases of everything: make lock LOCK_FLAGS=--upgrade. The image runs
-# Python 3.11: the lock is resolved with the virtualenv's Python, which must be 3.11 too.
+# Python 3.13 (distroless's, Debian 13's): the lock is resolved with the virtualenv's Python, which
+# must be 3.13 too: make lock PYTHON=python3.13 VENV=.venv-3.13.
 LOCK_FLAGS ?=
 lock: venv
-	$(BIN)/python -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11) and "lock: the venv must be Python 3.11, as the image")'
+	$(BIN)/python -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13) and "lock: the venv must be Python 3.13, as the image")'
 	$(BIN)/pip install --quiet -e '.[test,release]'
 	CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile --quiet --generate-hashes \
 		--strip-extras --no-emit-index-url --no-emit-find-links $(LOCK_FLAGS) \

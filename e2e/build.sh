@@ -3,7 +3,7 @@
 # kube-scheduler, kwok, the Tekton Pipelines controller, helm, cert-manager, Karpenter's kwok
 # provider) from their Go modules into a per-user cache outside the repository, and what a real
 # node needs (containerd, the CNI plugins, kubelet and kube-proxy, the pause image, Tekton's step
-# images, Debian's runc and image tools, the base image the Dockerfile names, the registry the
+# images, Debian's runc and image tools, the base images the Dockerfile names, the registry the
 # nodes pull from). Versions come from e2e/versions.env.
 #
 #   e2e/build.sh [--force] [etcd|kubernetes|kwok|tekton|helm|certmanager|karpenter|
@@ -137,8 +137,8 @@ version_of() { # component -> pinned version
     kubelet) echo "$KUBERNETES_VERSION" ;;
     tektonimages) echo "$TEKTON_PIPELINE_VERSION" ;;
     pause) echo "$PAUSE_VERSION-$KUBERNETES_VERSION" ;;
-    debian) echo "$BASE_SUITE" ;;
-    baseimage) echo "$BASE_SUITE-$(echo "$BASE_IMAGE" | tr '/:' '__')" ;;
+    debian) echo "$HOST_SUITE" ;;
+    baseimage) echo "$BASE_SUITE-$(echo "$BASE_IMAGE $RUNTIME_BASE_IMAGE" | tr '/: ' '___')" ;;
     registry) echo "$REGISTRY_VERSION" ;;
   esac
 }
@@ -157,7 +157,7 @@ binaries_of() {
     tektonimages) echo entrypoint.tar nop.tar workingdirinit.tar sidecarlogresults.tar shell.tar busybox.tar ;;
     pause) echo pause pause.tar ;;
     debian) echo debian-packages ;;
-    baseimage) echo base.tar ;;
+    baseimage) echo base.tar runtime.tar ;;
     registry) echo registry ;;
   esac
 }
@@ -472,7 +472,7 @@ build() { # comp
       run_measured debian sh -c "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
           runc buildah mmdebstrap busybox-static iptables skopeo tcpdump conntrack" ||
         die "debian: apt-get failed, see $LOGFILE"
-      echo "$BASE_SUITE" >"$dir/debian-packages"
+      echo "$HOST_SUITE" >"$dir/debian-packages"
       ;;
     containerd)
       write_wrapper "$src" github.com/containerd/containerd/v2 "$version" \
@@ -534,14 +534,37 @@ build() { # comp
         "$dir/pause=/pause" --entrypoint /pause --user 65535:65535 >>"$LOGFILE" || die "pause: image"
       ;;
     baseimage)
-      # The base the Dockerfile's FROM names, from Debian's packages: python3 with venv (the
-      # official image's python3.11 and pip, as Debian ships them), no docs, man pages or locales.
+      # The two bases the Dockerfile's FROM lines name, from Debian's packages (BASE_SUITE).
+      # base.tar, the build stage's (BASE_IMAGE, the official Python image): python3 with venv
+      # (Debian's python3 and pip stand in for the official image's own build of the same
+      # minor), no docs, man pages or locales.
       run_measured baseimage mmdebstrap --variant=minbase --mode=root --format=tar \
         --include=python3,python3-venv,python-is-python3 \
         --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
         --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
         --dpkgopt='path-exclude=/usr/share/locale/*' \
         "$BASE_SUITE" "$dir/base.tar" http://deb.debian.org/debian || die "baseimage: mmdebstrap failed, see $LOGFILE"
+      local seconds=$BUILD_SECONDS
+      # runtime.tar, the image's own (RUNTIME_BASE_IMAGE, distroless's python3): the packages
+      # distroless assembles for it (its static, base, cc and python3 config.bzl), unpacked
+      # without maintainer scripts as distroless does (no shell, no dpkg: apt's resolution adds
+      # a few small ones, debconf, mawk and openssl, so the lab's base weighs a little more than
+      # the real one), its users (root, nobody, nonroot 65532, as common/BUILD.bazel), /tmp,
+      # the python and python3 links, and the CA bundle update-ca-certificates would have made.
+      # Its standard library is not byte-compiled (Debian compiles it in a maintainer script).
+      run_measured baseimage mmdebstrap --variant=extract --mode=root --format=tar \
+        --include="$(echo "$DISTROLESS_PYTHON_PACKAGES" | tr ' ' ',')" \
+        --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+        --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
+        --dpkgopt='path-exclude=/usr/share/locale/*' \
+        --extract-hook='printf "root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n" >"$1/etc/passwd"' \
+        --extract-hook='printf "root:x:0:\nnobody:x:65534:\ntty:x:5:\nstaff:x:50:\nnonroot:x:65532:\n" >"$1/etc/group"' \
+        --extract-hook='printf "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\nethers: files\nrpc: files\n" >"$1/etc/nsswitch.conf"' \
+        --extract-hook='mkdir -p "$1/home/nonroot" && chown 65532:65532 "$1/home/nonroot" && chmod 0700 "$1/home/nonroot" && chmod 1777 "$1/tmp"' \
+        --extract-hook='ln -sf python3.13 "$1/usr/bin/python3" && ln -sf python3.13 "$1/usr/bin/python"' \
+        --extract-hook='mkdir -p "$1/etc/ssl/certs" && cat "$1"/usr/share/ca-certificates/mozilla/*.crt >"$1/etc/ssl/certs/ca-certificates.crt"' \
+        "$BASE_SUITE" "$dir/runtime.tar" http://deb.debian.org/debian || die "baseimage: mmdebstrap (runtime) failed, see $LOGFILE"
+      BUILD_SECONDS=$((seconds + BUILD_SECONDS))
       ;;
     registry)
       # The registry the real nodes pull from (distribution, the reference implementation),

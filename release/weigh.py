@@ -6,7 +6,8 @@ docker-archive:FILE`, `docker save`, or the e2e lab's cached image).
 
 Sizes are uncompressed, as a node's disk holds them. A distribution's files are those its
 dist-info RECORD lists that the layer holds (kubernetes/aio, deleted by the Dockerfile, is not
-counted).
+counted), and the files in the folder of a package it installed that RECORD does not list (the
+Kubernetes client's byte code, compiled by the Dockerfile in place of its sources).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def by_distribution(layer: tarfile.TarFile) -> Counter[str]:
     """Bytes of the layer's site-packages, by the distribution whose RECORD names each file."""
     members = [m for m in layer.getmembers() if m.isfile() and SITE in m.name]
     owner: dict[str, str] = {}
+    packages: dict[str, str] = {}  # site-packages/<top folder> -> the distribution that has it
     for m in members:
         if m.name.endswith(".dist-info/RECORD"):
             site = m.name.rsplit("/", 2)[0]
@@ -51,10 +53,17 @@ def by_distribution(layer: tarfile.TarFile) -> Counter[str]:
             for row in csv.reader(text.splitlines()):
                 if row:
                     owner[f"{site}/{row[0]}"] = dist
+                    top, sep, _ = row[0].partition("/")
+                    if sep and top != ".." and not top.endswith(".dist-info"):
+                        packages[f"{site}/{top}"] = dist
     sizes: Counter[str] = Counter()
     for m in members:
         if "/site-packages/" in m.name:
-            sizes[owner.get(m.name, "(no RECORD names it)")] += m.size
+            # A file its RECORD does not list inside a distribution's package folder is that
+            # distribution's still: byte code compiled after the install (compileall -b).
+            site, _, rest = m.name.partition("/site-packages/")
+            top = f"{site}/site-packages/{rest.split('/')[0]}" if "/" in rest else ""
+            sizes[owner.get(m.name) or packages.get(top, "(no RECORD names it)")] += m.size
     return sizes
 
 

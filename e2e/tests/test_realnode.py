@@ -128,9 +128,10 @@ def test_the_image_runs_as_the_chart_promises(real: Real) -> None:
     check = run_in(real, NAMESPACE, ["tekton-coscheduler", "check"],
                    serviceAccountName=FULLNAME, automountServiceAccountToken=True)
     assert "verdict: ready" in check, check
+    # Its budget (docs/benchmarks-image.md), on the archive: the layers and their tar headers.
     size = real.image.size_bytes / 2**20
     print(f"the image: {size:.0f} MiB")
-    assert size < 400
+    assert size <= 150, f"the image weighs {size:.1f} MiB, over its 150 MiB"
 
 
 def test_helm_test_runs_check_under_the_operator_s_account(real: Real) -> None:

@@ -81,6 +81,12 @@ def issue_cert(
         _builder(_name(cn, org), ca_cert.subject, key.public_key())
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        # The key identifiers a cluster's PKI (kubeadm's, Go's) puts in: Python 3.13's clients
+        # (the image's) verify strictly (VERIFY_X509_STRICT) and refuse a CA-signed certificate
+        # without an Authority Key Identifier.
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
+            ca_key.public_key()), critical=False)
     )
     if dns or ips:
         sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
@@ -131,6 +137,8 @@ def create_pki(directory: Path, ips: tuple[str, ...] = ("127.0.0.1",)) -> Pki:
             ),
             critical=True,
         )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()),
+                       critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     _write_cert(pki.ca_cert, ca_cert)

@@ -1,6 +1,6 @@
 """The project's image, built from its unchanged Dockerfile with buildah (no Docker engine), on
-the base image e2e/build.sh made from Debian's packages under the name the Dockerfile's FROM
-names; saved as an archive a real node's containerd imports. Cached by the content of what the
+the base images e2e/build.sh made from Debian's packages under the names the Dockerfile's FROM
+lines give; saved as an archive a real node's containerd imports. Cached by the content of what the
 Dockerfile copies, so a second session with the same code builds nothing; only the last image
 built is kept.
 """
@@ -64,27 +64,50 @@ def tag_of(repo: Path) -> str:
     return "e2e-" + digest.hexdigest()[:16]
 
 
-def ensure_base() -> None:
-    """The base image in buildah's store, from the root filesystem e2e/build.sh made."""
+# The image configuration each base's publisher gives it, as far as a build reads it.
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+BASE_CONFIG = {
+    # The official Python image.
+    "BASE_IMAGE": ["--env", f"PATH={PATH}", "--env", "LANG=C.UTF-8", "--cmd", "python3"],
+    # distroless's python3, :nonroot (its static.bzl and python.bzl).
+    "RUNTIME_BASE_IMAGE": ["--env", f"PATH={PATH}", "--env",
+                           "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
+                           "--env", "LANG=C.UTF-8", "--user", "65532", "--workingdir",
+                           "/home/nonroot", "--entrypoint", '["/usr/bin/python3.13"]'],
+}
+ROOTFS = {"BASE_IMAGE": "base.tar", "RUNTIME_BASE_IMAGE": "runtime.tar"}
+
+
+def base_rootfs_dir() -> Path:
+    """Where e2e/build.sh baseimage puts the root filesystems (its component's version)."""
     pins = read_versions()
-    name = pins["BASE_IMAGE"]
-    if name in _buildah("images", "--format", "{{.Name}}:{{.Tag}}").split():
-        return
-    rootfs = (cache_dir() / "bin" / f"baseimage-{pins['BASE_SUITE']}-"
-              f"{name.replace('/', '_').replace(':', '_')}" / "base.tar")
-    # e2e/build.sh writes base.tar in place and its .stamp once it is whole: a base.tar
-    # without the stamp is still being written (committed then, the base has no /bin/sh).
-    if not rootfs.is_file() or not rootfs.with_name(".stamp").is_file():
-        raise FileNotFoundError(f"{rootfs} not built: e2e/build.sh baseimage")
-    container = _buildah("from", "scratch").strip()
-    try:
-        _buildah("add", container, str(rootfs), "/")
-        path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-        _buildah("config", "--env", f"PATH={path}", "--env", "LANG=C.UTF-8", "--cmd", "python3",
-                 container)
-        _buildah("commit", container, name)
-    finally:
-        _buildah("rm", container)
+    names = f"{pins['BASE_IMAGE']} {pins['RUNTIME_BASE_IMAGE']}"
+    for old, new in (("/", "_"), (":", "_"), (" ", "_")):
+        names = names.replace(old, new)
+    return cache_dir() / "bin" / f"baseimage-{pins['BASE_SUITE']}-{names}"
+
+
+def ensure_base() -> None:
+    """The bases the Dockerfile's FROM lines name in buildah's store, each from the root
+    filesystem e2e/build.sh made."""
+    pins = read_versions()
+    have = _buildah("images", "--format", "{{.Name}}:{{.Tag}}").split()
+    for key, tar in ROOTFS.items():
+        name = pins[key]
+        if name in have:
+            continue
+        rootfs = base_rootfs_dir() / tar
+        # e2e/build.sh writes each tar in place and its .stamp once both are whole: a tar
+        # without the stamp is still being written (committed then, the base would lack files).
+        if not rootfs.is_file() or not rootfs.with_name(".stamp").is_file():
+            raise FileNotFoundError(f"{rootfs} not built: e2e/build.sh baseimage")
+        container = _buildah("from", "scratch").strip()
+        try:
+            _buildah("add", container, str(rootfs), "/")
+            _buildah("config", *BASE_CONFIG[key], container)
+            _buildah("commit", container, name)
+        finally:
+            _buildah("rm", container)
 
 
 def build(repo: Path) -> Built:
