@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from controller.core import explain
 from controller.core.basics import names
 from controller.core.model import assistant, tekton, versions
 from controller.faces import terminal
@@ -17,7 +18,10 @@ from controller.kube import access
 from controller.kube.client import ApiError, Kube, api_message
 from controller.kube.connection import connect
 from controller.kube.inspection import Inspection
-from controller.settings import Settings
+from controller.settings import ENV_PREFIX, Settings
+
+# What the chart sets when the operator keeps its own webhook certificate (tls.mode controller).
+TLS_SECRET_VARIABLE = f"{ENV_PREFIX}WEBHOOK_TLS_SECRET"
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 KIND, VERSION = "CheckReport", 1
@@ -139,7 +143,12 @@ def _access(settings: Settings, kube: Inspection, ref: terminal.OperatorRef, as_
             return
         ask, whose = (lambda *a: kube.may(ref.account, *a)), account
     denied = 0
-    for need in access.REQUIRED:
+    needs = access.REQUIRED
+    if _manages_its_certificate(settings, kube, ref):
+        needs += access.SELF_MANAGED_TLS
+        say(OK, "tls", "the operator keeps its own webhook certificate (webhook.tls.mode "
+            "controller): the access it needs for that is asked too")
+    for need in needs:
         resource, _, sub = need.resource.partition("/")
         namespace = {
             "tekton": settings.tekton_namespace,
@@ -167,6 +176,20 @@ def _access(settings: Settings, kube: Inspection, ref: terminal.OperatorRef, as_
                     f"denied to {whose} ({need.why})")
     if not denied:
         say(OK, "rbac", f"every permission the operator needs is granted to {whose}")
+
+
+def _manages_its_certificate(settings: Settings, kube: Inspection,
+                             ref: terminal.OperatorRef) -> bool:
+    """Whether the operator keeps its webhook's CA and certificate itself (the chart's
+    `webhook.tls.mode: controller`): this command's own settings say so (in the operator's
+    pod), or the operator's Deployment sets the Secret it keeps them in."""
+    if settings.webhook_tls_secret:
+        return True
+    try:
+        found = explain.operator_env(kube.list_deployments(ref.namespace), ref.service_account)
+    except ApiError:
+        return False  # not readable by the caller: the access every mode needs is still asked
+    return found is not None and bool(found[1].get(TLS_SECRET_VARIABLE))
 
 
 def _short(exc: BaseException) -> str:

@@ -482,3 +482,29 @@ def test_run_and_reconcile_take_the_global_flags_after_the_command_too() -> None
     assert (args.kubeconfig, args.context) == ("/k", "lab")
     args = cli.parser().parse_args(["--context=lab", "run"])
     assert (args.kubeconfig, args.context) == (None, "lab")
+
+
+def test_check_asks_for_the_access_of_the_operator_that_keeps_its_own_certificate(
+    api: FakeApi, here: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """webhook.tls.mode controller: the operator writes its CA and certificate to a Secret and
+    the CA to the webhook configuration. `check` reads that mode from the operator's Deployment
+    and asks for that access too: a Role that lacks it is a failure before any admission
+    call fails."""
+    api.put(f"{DEPLOYMENTS}/ci", deployment({"COSCHEDULER_WEBHOOK_TLS_SECRET": "tcs-tls",
+                                             "COSCHEDULER_WEBHOOK_CONFIGURATION": "tcs"}))
+    code, out = granted(capsys)
+    assert code == 0, out
+    assert "[  ok] tls: the operator keeps its own webhook certificate" in out
+    assert len(api.reviews) == sum(len(a.verbs) for a in (*access.REQUIRED,
+                                                          *access.SELF_MANAGED_TLS))
+    secret = next(r["spec"]["resourceAttributes"] for r in api.reviews
+                  if r["spec"]["resourceAttributes"]["resource"] == "secrets")
+    assert secret["namespace"] == "tekton-coscheduler"
+
+    api.allow = lambda spec: spec["resourceAttributes"]["resource"] != (
+        "mutatingwebhookconfigurations")
+    code, out = granted(capsys)
+    assert code == 1
+    assert ("[FAIL] rbac patch admissionregistration.k8s.io/mutatingwebhookconfigurations: "
+            "denied to ServiceAccount tekton-coscheduler/tekton-coscheduler") in out
