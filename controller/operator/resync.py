@@ -62,7 +62,10 @@ class Resync:
         other and never the round's tail, each of whose steps is on its own too."""
         op = self.operator
         # Balloons before runs: a balloon seen now belongs to a run made earlier.
-        balloons = self._balloons()
+        caches = op.caches
+        balloons = caches.balloons() if caches is not None and caches.synced else (
+            op.kube.list_balloons()
+        )
         since = self.last_round
         listed = not self.seeded
         if listed:
@@ -92,10 +95,8 @@ class Resync:
             self._soon("room", functools.partial(op.tend_room, uid), uid)
         self._soon("moves", op.placement.flush_moves)
         self._soon("gates", op.gates.tend)
-        # Read again when the sweep runs, not from this round's reading: a run that became live
-        # meanwhile must not lose its reservation, nor a namespace its budget.
-        self._soon("budgets", lambda: op.budgets.tend(self._balloons(), op.view.facts))
-        self._soon("orphan reservations", lambda: op.capacity.release_orphans(op.live))
+        self._soon("budgets", functools.partial(op.budgets.tend, balloons, op.view.facts))
+        self._soon("orphan reservations", functools.partial(op.capacity.release_orphans, live))
         op.metrics.balloons_active.set(len(balloons))
         for obj in op.view.facts.policy_objects:
             meta = obj.get("metadata") or {}
@@ -114,12 +115,6 @@ class Resync:
             if made is not None and not run.pending and not self.operator.index.anchor(uid):
                 oldest = max(oldest, (now - made).total_seconds())
         return oldest
-
-    def _balloons(self) -> Sequence[Mapping[str, Any]]:
-        caches = self.operator.caches
-        if caches is not None and caches.synced:
-            return caches.balloons()
-        return self.operator.kube.list_balloons()
 
     def _soon(self, what: str, act: Callable[[], None], run_uid: str = "") -> None:
         """Work of the round on the queue, under its run's key, or a key of its own for a
