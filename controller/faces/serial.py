@@ -1,17 +1,16 @@
-"""The leader's one work queue: many keys' work on a few threads, one key's at a time and in
-order, the newest joining (or replacing) what waits and is not yet begun (what kopf's per-object
-workers and batching gave), a failed one tried again with a backoff of its own (client-go's
-rate-limited workqueue), and work put for later (controller-runtime's RequeueAfter).
+"""The leader's one work queue: many objects' events on a few threads, one object's one at a
+time and in order, the newest replacing one not yet begun (what kopf's per-object workers and
+batching gave), and a failed one tried again with a backoff of its own (client-go's rate-limited
+workqueue).
 
-A run's events, its pods', and every look at it come here under the run's key
-(faces/streams.py merges them: each object's newest, in order): whatever a handler raises is
-judged in one place (kube/errors.py). A transient failure puts the key's work back after its
-backoff (milliseconds first, doubling while it keeps failing, never less than the API server's
-Retry-After: core/replica/backoff.py), unless newer work of the key came meanwhile, which then
-runs at once, the failed work merged into it; success forgets its failures. A permanent one is
-said and dropped. No failure holds up another key, and none waits for an unrelated event to be
-tried again. The handlers here are run again on any replay, so skipping an event that a newer
-one of the same object superseded loses nothing: the newer carries the object as it is now.
+A run's events, a pod's, and the resync's looks at runs all come here, keyed by the object's
+uid: whatever a handler raises is judged in one place (kube/errors.py). A transient failure
+puts the object back after its backoff (milliseconds first, doubling while it keeps failing,
+never less than the API server's Retry-After: core/replica/backoff.py), unless a newer event of it
+came meanwhile, which then runs at once; success forgets its failures. A permanent one is said and
+dropped. No failure holds up another object, and none waits for an unrelated event to be tried
+again. The handlers here are run again on any replay, so skipping an event that a newer one of
+the same object superseded loses nothing: the newer carries the object as it is now.
 
 Why this shape: the Serial threads already gave per-object order and coalescing, which is what
 client-go's queue gives (its dirty and processing sets); what it lacked was the requeue after a
