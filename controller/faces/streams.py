@@ -15,10 +15,8 @@ from controller.core.model import tekton
 from controller.core.placement import mark
 from controller.core.replica import glance
 from controller.faces.serial import Serial
-from controller.kube import errors
 from controller.kube.client import Kube
 from controller.kube.clusterview import Facts, switched_on
-from controller.kube.fencing import NotLeading
 from controller.kube.intake import Intake, Obj
 from controller.kube.reflector import start_thread
 from controller.metrics import Metrics
@@ -50,20 +48,9 @@ def work(slot: Hashable, handler: Handler, kind: str, obj: Mapping[str, Any],
 
 
 def handle(work_: Work) -> None:
-    """Each call of a key's work, in order. One that fails holds up none after it (a pod's
-    deletion must not wait out the backoff of its run's failing event): each is made, and
-    then the failure the queue may mend, if any, is raised for it to try the work again
-    (every call may be replayed)."""
-    failed: list[Exception] = []
+    """Each call of a key's work, in order."""
     for _, (handler, kind, obj), _ in work_:
-        try:
-            handler(kind, obj)
-        except NotLeading:
-            raise  # this replica stops acting
-        except Exception as exc:
-            failed.append(exc)
-    if failed:
-        raise next((exc for exc in failed if errors.classify(exc).retry), failed[0])
+        handler(kind, obj)
 
 
 # What the pod watches ask the API server for, one watch each: our balloon and reservation

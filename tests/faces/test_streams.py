@@ -163,30 +163,3 @@ def test_a_run_s_work_that_failed_keeps_its_pods_events_beside_what_came_meanwhi
     work.stop()
     assert seen == [("pod", "ADDED"), ("run", "MODIFIED"),
                     ("pod", "ADDED"), ("run", "MODIFIED"), ("late", "ADDED")]
-
-
-def test_a_failing_call_of_a_run_s_work_holds_up_none_after_it() -> None:
-    """A pod's deletion must not wait out the backoff of its run's failing event: each call of
-    the work is made, then the failure the queue may mend is raised for the whole to be tried
-    again (a permanent one of the calls does not hide a transient one)."""
-    made: list[str] = []
-
-    def failing(status: int) -> Any:
-        def handler(kind: str, obj: Any) -> None:
-            made.append(obj["metadata"]["name"])
-            raise ApiException(status=status, reason="failed")
-        return handler
-
-    def fine(kind: str, obj: Any) -> None:
-        made.append(obj["metadata"]["name"])
-
-    item = merge(merge(works("run", failing(422), "MODIFIED", {"metadata": {"name": "run"}}),
-                       works(("pod", "a"), failing(503), "DELETED", {"metadata": {"name": "a"}})),
-                 works(("pod", "b"), fine, "DELETED", {"metadata": {"name": "b"}}))
-    try:
-        _handled(item)
-    except ApiException as exc:
-        assert exc.status == 503  # the one trying again may mend
-    else:
-        raise AssertionError("the failure was not raised")
-    assert made == ["run", "a", "b"]
