@@ -60,10 +60,6 @@ class Serial(Generic[Event]):
         self._due: dict[str, float] = {}  # keys waiting out a backoff -> when it ends
         self._later: list[tuple[float, str]] = []  # (due, key), a heap; stale ones skipped
         self._failures: dict[str, int] = {}  # failures in a row, by key
-        # Work put for later (a wait that a plan asked for, as controller-runtime's
-        # RequeueAfter): (due, order, key, event), a heap; put when due, as put() puts.
-        self._deferred: list[tuple[float, int, str, Event]] = []
-        self._deferrals = 0
         self._busy: set[str] = set()
         self._cond = threading.Condition()
         self._stopped = False
@@ -88,32 +84,19 @@ class Serial(Generic[Event]):
         waiting (a resync's look at a run never replaces a watch event of it). With a merge,
         it joins the waiting one (the merge decides what replaces what)."""
         with self._cond:
-            self._put(key, event, replace)
+            if key in self._pending:
+                if self._merge is not None:
+                    event = self._merge(self._pending[key], event)
+                elif not replace:
+                    return
+                self._superseded.inc()
+            else:
+                self._since[key] = self._clock()
+            self._pending[key] = event
+            if self._due.pop(key, None) is not None or (
+                    key not in self._busy and key not in self._readied):
+                self._make_ready(key)  # a newer event does not wait out an older's backoff
             self._cond.notify()
-
-    def put_after(self, key: str, event: Event, seconds: float) -> None:
-        """`event` for `key` in `seconds`: put then as `put` puts it (a newer event of the key
-        does not wait for it, nor does it replace one)."""
-        with self._cond:
-            self._deferrals += 1
-            heapq.heappush(self._deferred,
-                           (self._clock() + seconds, self._deferrals, key, event))
-            self._cond.notify()
-
-    def _put(self, key: str, event: Event, replace: bool = True) -> None:
-        """put(), the lock held."""
-        if key in self._pending:
-            if self._merge is not None:
-                event = self._merge(self._pending[key], event)
-            elif not replace:
-                return
-            self._superseded.inc()
-        else:
-            self._since[key] = self._clock()
-        self._pending[key] = event
-        if self._due.pop(key, None) is not None or (
-                key not in self._busy and key not in self._readied):
-            self._make_ready(key)  # a newer event does not wait out an older's backoff
 
     def backlog(self) -> int:
         """Objects with an event waiting (to run, or to be tried again)."""
@@ -139,9 +122,6 @@ class Serial(Generic[Event]):
                     if self._due.get(key) == due:
                         del self._due[key]
                         self._make_ready(key)
-                while self._deferred and self._deferred[0][0] <= now:
-                    _, _, key, deferred = heapq.heappop(self._deferred)
-                    self._put(key, deferred, replace=False)
                 if self._stopped:
                     return None
                 if self._ready:
@@ -150,8 +130,7 @@ class Serial(Generic[Event]):
                     self._busy.add(key)
                     self._since.pop(key, None)
                     return key, self._pending.pop(key), self._failures.get(key, 0)
-                wakes = [h[0][0] for h in (self._later, self._deferred) if h]
-                self._cond.wait(min(wakes) - now if wakes else None)
+                self._cond.wait(self._later[0][0] - now if self._later else None)
 
     def _done(self, key: str, event: Event, failure: errors.Failure | None) -> None:
         with self._cond:

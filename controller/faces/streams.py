@@ -102,7 +102,6 @@ class Streams:
         self.operator = operator
         self.kube = kube
         operator.submit = self.submit_run
-        operator.enqueue = self.enqueue
         # One key per run: its own events, its pods' and the looks at it are handled one at a
         # time, in order, each object's newest (a pod not of a run known by uid: its own key).
         self.work: Serial[Work] = Serial(handle, workers, "handler", metrics, merge=merge)
@@ -146,15 +145,6 @@ class Streams:
         # live runs hold (Operator.look), by identity.
         self.work.put(uid, work("run", self.on_resync, "LISTED" if listed else "RESYNC", body,
                                 replaces=False))
-
-    def enqueue(self, key: str, slot: Hashable, act: Callable[[], None], seconds: float) -> None:
-        """Work of a run (Operator.soon) under its key: now, or in `seconds`; one already
-        waiting in its slot is not replaced."""
-        item = work(slot, lambda _kind, _obj: act(), "LOOK", {}, replaces=False)
-        if seconds > 0:
-            self.work.put_after(key, item, seconds)
-        else:
-            self.work.put(key, item)
 
     def _to(self, handler: Handler, of_run: bool) -> Callable[[str, Obj], None]:
         """Puts a watch event on the queue under its run's key (`of_run`: the object is a pod,

@@ -539,7 +539,7 @@ def test_a_watch_event_s_body_is_decided_on_as_it_is_a_snapshot_s_is_asked_for_a
     is not asked for the run again before its balloon is made. The resync's snapshot is."""
     operator, kube = make()
     counted = Counting(kube)
-    operator.kube = operator.observer.kube = counted  # type: ignore[assignment]
+    operator.kube = counted  # type: ignore[assignment]
     body = factories.pipelinerun(name="new", uid="new-uid")
     kube.runs["new"] = body
     operator.run_event(body)
