@@ -42,13 +42,8 @@ class Serial(Generic[Event]):
     def __init__(self, handle: Callable[[Event], None], workers: int, name: str,
                  metrics: Metrics | None = None,
                  classify: Callable[[BaseException], errors.Failure] = errors.classify,
-                 clock: Callable[[], float] = time.monotonic,
-                 merge: Callable[[Event, Event], Event] | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._handle = handle
-        # How a key's newer event joins the one waiting (None: it replaces it). A key that
-        # stands for more than one object (a run: its own events and its pods') merges, so
-        # that no object's newest event is lost to another's.
-        self._merge = merge
         self._workers = workers
         self._name = name
         self._classify = classify
@@ -81,13 +76,10 @@ class Serial(Generic[Event]):
 
     def put(self, key: str, event: Event, replace: bool = True) -> None:
         """`event` for `key`; with `replace` False it is dropped if one of the key is already
-        waiting (a resync's look at a run never replaces a watch event of it). With a merge,
-        it joins the waiting one (the merge decides what replaces what)."""
+        waiting (a resync's look at a run never replaces a watch event of it)."""
         with self._cond:
             if key in self._pending:
-                if self._merge is not None:
-                    event = self._merge(self._pending[key], event)
-                elif not replace:
+                if not replace:
                     return
                 self._superseded.inc()
             else:
@@ -144,8 +136,6 @@ class Serial(Generic[Event]):
                 heapq.heappush(self._later, (due, key))
             else:
                 self._failures[key] = self._failures.get(key, 0) + 1
-                if self._merge is not None:  # what failed joins what came meanwhile
-                    self._pending[key] = self._merge(event, self._pending[key])
             if key in self._pending and key not in self._due:
                 self._make_ready(key)  # came while this one was handled: its turn now
             self._cond.notify()
