@@ -267,8 +267,8 @@ async def run(settings: Settings) -> int:
             policies,
             metrics,
             settings.leader_election_namespace or default_namespace(),
-            operator.marks.held,
-            Executor(kube, operator.notifier, policies),
+            executor=Executor(kube, operator.notifier, policies),
+            held=operator.marks.held,
         )
         view.subscribe(bindings.on_facts)
     view.start()

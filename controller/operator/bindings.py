@@ -19,7 +19,6 @@ from controller.kube.client import ApiError, api_message
 from controller.kube.clusterview import Facts
 from controller.metrics import Metrics
 from controller.operator.executor import Executor
-from controller.operator.notify import Notifier
 from controller.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -32,12 +31,13 @@ class PolicyBindings:
         api: AdmissionPolicies,
         metrics: Metrics,
         own_namespace: str,
+        *,
+        executor: Executor,
         held: Callable[[], frozenset[str] | None] = lambda: frozenset(),
-        executor: Executor | None = None,
     ) -> None:
         self.settings = settings
-        # Reads from `api`; writes through the executor (one over `api` if none is given).
-        self.executor = executor or Executor(api.kube, Notifier(api.kube), api)
+        # Reads from `api`; writes through the operator's executor (its Events said once).
+        self.executor = executor
         # The namespaces of live runs the operator anchored (None while not known yet).
         self.held = held
         self.api = api

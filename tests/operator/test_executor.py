@@ -55,15 +55,10 @@ class Recording:
 
 def _sample(kind: type[Any]) -> Any:
     """An action of that kind, its fields filled."""
-    values = {str: "x", int: 0, "Hashable": "key", Notice: Notice("Reason", "message")}
     hints = typing.get_type_hints(kind)
-    args = {}
-    for field in dataclasses.fields(kind):
-        hint = hints[field.name]
-        args[field.name] = (Notice("Reason", "message") if hint is Notice
-                            else {"metadata": {"name": "x"}} if "Mapping" in str(hint)
-                            else values.get(hint, "x"))
-    return kind(**args)
+    return kind(**{field.name: Notice("Reason", "message") if hints[field.name] is Notice
+                   else {"metadata": {"name": "x"}} if "Mapping" in str(hints[field.name])
+                   else "x" for field in dataclasses.fields(kind)})
 
 
 ACTIONS = typing.get_args(actions.Action)
