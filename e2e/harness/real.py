@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -88,6 +89,8 @@ def _real_cluster(made: Parts, nodes: int) -> Iterator[Real]:
     cluster = LocalCluster(address=realhost.API_ADDRESS)
     registry = LabRegistry(cluster.run_dir, cluster.logs_dir)
     real_nodes: realnode.RealNodes | None = None
+    if left := realhost.reclaim():
+        print(f"reclaimed what a killed lab left: {', '.join(left)}", file=sys.stderr)
     try:
         network.up()
         cluster.start()

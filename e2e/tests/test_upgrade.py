@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from controller.core.basics import names
+from controller.core.model.assistant import pinned_to_assistant
 from e2e.harness import chart, release, upgrade
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import BinaryNotFound, ClusterHandle, LocalCluster, read_versions
@@ -192,7 +193,7 @@ def test_tekton_s_assistant_switched_on_and_off_with_runs_in_flight_leaves_no_po
         assert len(nodes) == 1, f"{run['metadata']['name']}: pods on {nodes}"
     # Pods made as the switch went either way carry Tekton's term: admission left them alone
     # (with ours too, no single pod would match both terms and they would never start).
-    both = [p.name for p in s.recorder.all() if our_terms(p) and assistant.pinned_to_assistant(p.spec)]
+    both = [p.name for p in s.recorder.all() if our_terms(p) and pinned_to_assistant(p.spec)]
     assert not both, both
     for run in a:
         said = s.said(run, "PodWaitsForTektonAssistant", timeout=60)

@@ -61,7 +61,7 @@ class RealNode:
 
     @property
     def cgroup_root(self) -> str:
-        return f"/tcs-e2e-{self.name}"
+        return f"/{realhost.CGROUP_PREFIX}{self.name}"
 
     def ctr(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return realhost.run(str(find_binary("ctr")), "--address", str(self.socket), "--namespace",
