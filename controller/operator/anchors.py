@@ -27,6 +27,7 @@ from controller.core.placement import anchor
 from controller.kube.client import ApiError, Kube, api_message
 from controller.metrics import Metrics
 from controller.operator.executor import Executor
+from controller.operator.memory import Memories
 from controller.operator.notify import pipelinerun_ref
 from controller.operator.placement import Placement
 from controller.operator.podindex import PodIndex
@@ -46,6 +47,7 @@ class AnchorGuard:
         placement: Placement,
         metrics: Metrics,
         executor: Executor,
+        memory: Memories,
         soon: Callable[[str, Hashable, Callable[[], None], float], None] | None = None,
     ) -> None:
         self.kube = kube
@@ -54,12 +56,13 @@ class AnchorGuard:
         self.metrics = metrics
         self.executor = executor
         self._nodes: dict[str, Mapping[str, Any] | None] = {}  # as the node watch last saw them
-        self._blocked: dict[str, str] = {}  # run uid -> node it cannot leave yet
+        self._lock = threading.Lock()  # guards _nodes
+        # RunMemory.blocked_on: the node the run's anchor cannot leave yet; RunMemory.again: a
+        # look at it is put for later.
+        self.memory = memory
         # Puts a look at a run's anchor on the leader's work queue, under the run's key, now or
         # in some seconds (Operator.soon); None: looked at in place, and again by `recheck`.
         self.soon = soon
-        self._again: set[str] = set()  # runs with a look put for later
-        self._lock = threading.Lock()
 
     def on_node(self, node: Mapping[str, Any], deleted: bool = False) -> None:
         name = str((node.get("metadata") or {}).get("name") or "")
@@ -93,9 +96,7 @@ class AnchorGuard:
 
     def recheck(self) -> None:
         """Anchors that could not move may be free now (without a queue: see `soon`)."""
-        with self._lock:
-            blocked = list(self._blocked)
-        for run_uid in blocked:
+        for run_uid, _ in self.memory.runs(lambda m: m.blocked_on):
             self.look_at(run_uid)
 
     def _look(self, run_uid: str) -> None:
@@ -109,25 +110,24 @@ class AnchorGuard:
     def _again_later(self, run_uid: str, node: str) -> None:
         """The anchor stays on a node that cannot keep it: looked at again in RECHECK seconds,
         once however often it is found so meanwhile."""
-        with self._lock:
-            self._blocked[run_uid] = node
-            self.metrics.anchor_blocked.set(len(self._blocked))
-            if self.soon is None or run_uid in self._again:
-                return
-            self._again.add(run_uid)
+        before = self.memory.set(run_uid, blocked_on=node, again=self.soon is not None)
+        self._count_blocked()
+        if self.soon is None or before.again:
+            return
 
         def again() -> None:
-            with self._lock:
-                self._again.discard(run_uid)
+            self.memory.set(run_uid, again=False)
             self.look_at(run_uid)
 
         self.soon(run_uid, "anchor again", again, RECHECK)
 
     def _unblock(self, run_uid: str) -> str | None:
-        with self._lock:
-            node = self._blocked.pop(run_uid, None)
-            self.metrics.anchor_blocked.set(len(self._blocked))
-            return node
+        node = self.memory.reset(run_uid, "blocked_on").blocked_on
+        self._count_blocked()
+        return node or None
+
+    def _count_blocked(self) -> None:
+        self.metrics.anchor_blocked.set(len(self.memory.runs(lambda m: m.blocked_on)))
 
     def look_at(self, run_uid: str) -> None:
         pod = self.index.balloon(run_uid)

@@ -6,10 +6,9 @@ decision reads only what the watches show, and creating or deleting twice change
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,8 +17,10 @@ import structlog
 from controller.core.basics import names, quantity
 from controller.core.basics.actions import DeletePod, MakePod, Say
 from controller.core.basics.notices import Notice
-from controller.core.capacity import reservation, reservation_pod
+from controller.core.capacity import reservation, reservation_pod, settle
+from controller.core.capacity.settle import Acted
 from controller.core.model import progress, tekton
+from controller.core.placement.memory import RunMemory
 from controller.kube import errors
 from controller.kube.caches import Caches
 from controller.kube.client import api_message
@@ -29,29 +30,12 @@ from controller.operator import sources
 from controller.operator.estimates import Estimates
 from controller.operator.executor import Executor
 from controller.operator.headroom import Headroom
+from controller.operator.memory import Memories
 from controller.operator.notify import pipelinerun_ref
 from controller.operator.podindex import PodIndex
 from controller.settings import Settings
 
 log = structlog.get_logger(__name__)
-# After acting on a run's reservation pod, the run's reservation is not acted on again before
-# the watch shows what the act did (client-go's expectations: a second scout made before the
-# first is seen would compete with it), nor longer than SETTLE_MAX, should the watch never show
-# it. An act that made no pod (re-planned without one) is waited on for SETTLE, and so is the
-# deletion at a layer's end: the next layer's pods come within moments, and the reservation
-# decided before all of them are seen would be in their way.
-SETTLE, SETTLE_MAX = 2.0, 10.0
-
-
-@dataclass(frozen=True)
-class Acted:
-    at: float  # time.monotonic() of the act
-    pod: str = ""  # the reservation pod it made or deleted, until the watch shows it ("": none)
-    made: bool = True  # made (the watch is to show it) or deleted (it is to show it gone)
-    hold: float = 0.0  # seconds waited on, whatever the watch shows
-
-    def waits(self, now: float) -> bool:
-        return now - self.at < max(self.hold, SETTLE_MAX if self.pod else 0.0)
 
 
 class Capacity:
@@ -68,6 +52,7 @@ class Capacity:
         metrics: Metrics,
         estimates: Estimates,
         headroom: Headroom,
+        memory: Memories,
     ) -> None:
         self.settings = settings
         self.executor = executor
@@ -76,14 +61,13 @@ class Capacity:
         self.metrics = metrics
         self.estimates = estimates
         self.headroom = headroom
-        self._acted: dict[str, Acted] = {}  # run uid -> the last act on its reservation
-        # Guards the dicts here, never held across a call to the API server (one slow call
-        # would stall every worker): a run being tended is marked in _tending instead.
-        self._lock = threading.Lock()
-        self._tending: set[str] = set()
+        # RunMemory.acted: the last act on the run's reservation; RunMemory.tending: a worker
+        # tends it now (no lock is held across a call to the API server: one slow call would
+        # stall every worker).
+        self.memory = memory
         # Namespace -> when a reservation pod could not be made there (no PriorityClass,
         # admission): its new balloons do not wait for one for a while, and unbound ones are
-        # re-planned without.
+        # re-planned without. One key's get or set at a time: no lock.
         self._failed_at: dict[str, datetime] = {}
 
     def _on(self, run: tekton.PipelineRun, facts: Facts) -> bool:
@@ -114,8 +98,7 @@ class Capacity:
     def forget(self, run_uid: str) -> None:
         self.estimates.forget(run_uid)
         self.headroom.forget(run_uid)
-        with self._lock:
-            self._acted.pop(run_uid, None)
+        self.memory.reset(run_uid, "acted")
 
     # -- the reservation ----------------------------------------------------------------------
 
@@ -129,18 +112,17 @@ class Capacity:
         run_uid = str((body.get("metadata") or {}).get("uid") or "")
         if not run_uid or (plan is None and self._nothing_to_tend(run_uid, existing)):
             return False
-        with self._lock:
-            acted = self._acted.get(run_uid)
-            if acted is not None and acted.waits(time.monotonic()):
-                return False
-            if run_uid in self._tending:  # another thread tends it now: the watch shows its act
-                return False
-            self._tending.add(run_uid)
+        now = time.monotonic()
+
+        def busy(m: RunMemory) -> bool:  # acted a moment ago, or another worker tends it now
+            return (m.acted is not None and m.acted.waits(now)) or m.tending
+
+        if busy(self.memory.update(run_uid, lambda m: m if busy(m) else replace(m, tending=True))):
+            return False
         try:
             return self._tend(tekton.PipelineRun.from_body(body), facts, existing or plan, src)
         finally:
-            with self._lock:
-                self._tending.discard(run_uid)
+            self.memory.set(run_uid, tending=False)
 
     def _nothing_to_tend(self, run_uid: str, existing: Mapping[str, Any] | None) -> bool:
         known = self.estimates.known(run_uid)  # kept only once complete
@@ -180,8 +162,7 @@ class Capacity:
         if requires_room and not reservation.worth(full) and not (pod and pod.node):
             # The quota leaves no reservation: the unbound balloon must not wait for one
             # (re-planned without; not tended again before the watch shows it).
-            with self._lock:
-                self._acted[run.uid] = Acted(time.monotonic(), hold=SETTLE)
+            self.memory.set(run.uid, acted=Acted(time.monotonic(), hold=settle.SETTLE))
             return True
         waiting = self.index.balloon_waiting(run.uid)
         capacity = facts.policy_for(run.namespace).policy.capacity
@@ -209,10 +190,9 @@ class Capacity:
             self.settings.reservation_priority_class_name,
         ) if makes else None
         gone = str(rooms[0]["metadata"].get("name")) if rooms else ""
-        with self._lock:
-            self._acted[run.uid] = Acted(
-                time.monotonic(), manifest["metadata"]["name"] if manifest else gone,
-                made=manifest is not None, hold=SETTLE if seen.between_layers else 0.0)
+        self.memory.set(run.uid, acted=Acted(
+            time.monotonic(), manifest["metadata"]["name"] if manifest else gone,
+            made=manifest is not None, hold=settle.SETTLE if seen.between_layers else 0.0))
         self.metrics.reservations.labels(action=str(step.act)).inc()
         log.info("reservation", run=f"{run.namespace}/{run.name}", act=str(step.act),
                  why=step.why, size=quantity.describe(step.size or {}))
@@ -224,12 +204,10 @@ class Capacity:
                 done.get()  # no answer at all: tried again after a backoff (faces/serial.py)
             else:
                 if done.failure is None or not errors.worth_saying(done.failure):
-                    with self._lock:  # it was not made: not waited for either
-                        self._acted.pop(run.uid, None)
+                    self.memory.reset(run.uid, "acted")  # it was not made: not waited for either
                     done.get()  # tried again after a backoff (faces/serial.py)
-                with self._lock:
-                    self._failed_at[run.namespace] = now
-                    self._acted[run.uid] = Acted(time.monotonic(), hold=SETTLE)  # none made
+                self._failed_at[run.namespace] = now
+                self.memory.set(run.uid, acted=Acted(time.monotonic(), hold=settle.SETTLE))
                 self.executor.do(Say(
                     ref, reservation.cannot_reserve(f"{exc.status} {api_message(exc)}"), run.uid
                 ))
@@ -242,10 +220,14 @@ class Capacity:
         uid = self.index.room_event(pod, deleted)
         meta = pod.get("metadata") or {}
         gone = deleted or bool(meta.get("deletionTimestamp"))
-        with self._lock:
-            acted = self._acted.get(uid)
+
+        def seen(m: RunMemory) -> RunMemory:  # what holds it now is its hold
+            acted = m.acted
             if acted is not None and acted.pod == meta.get("name") and acted.made != gone:
-                self._acted[uid] = replace(acted, pod="")  # seen: what holds it is its hold
+                return replace(m, acted=replace(acted, pod=""))
+            return m
+
+        self.memory.update(uid, seen)
         return uid
 
     def release(self, run_uid: str, why: str) -> None:

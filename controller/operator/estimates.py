@@ -6,7 +6,7 @@ namespace's demand (operator/headroom.py) read it.
 
 from __future__ import annotations
 
-import threading
+from dataclasses import replace
 
 from controller.core.basics import quantity
 from controller.core.basics.notices import Notice
@@ -15,17 +15,18 @@ from controller.core.model import podrequests, tekton
 from controller.kube.caches import Caches
 from controller.kube.clusterview import Facts
 from controller.operator import sources
+from controller.operator.memory import Memories
 from controller.operator.podindex import PodIndex
 from controller.operator.resolving import Resolving, task_reader
 
 
 class Estimates:
-    def __init__(self, caches: Caches | None, index: PodIndex, resolving: Resolving) -> None:
+    def __init__(self, caches: Caches | None, index: PodIndex, resolving: Resolving,
+                 memory: Memories) -> None:
         self.caches = caches
         self.index = index
         self.resolving = resolving
-        self._estimates: dict[str, peak.Estimate] = {}
-        self._lock = threading.Lock()  # guards the dict, never held across a call
+        self.memory = memory  # RunMemory.estimate: the run's peak, once complete
 
     def estimate(self, run: tekton.PipelineRun, facts: Facts, src: sources.Sources
                  ) -> tuple[peak.Estimate | None, Notice | None]:
@@ -33,8 +34,7 @@ class Estimates:
         status, or a Pipeline of its namespace by name); kept for the run's life. And what to
         say on the run when its pipeline cannot be estimated: returned, for whoever acts on the
         run to say (an estimate is read by the observation, which never writes)."""
-        with self._lock:
-            known = self._estimates.get(run.uid)
+        known = self.memory.get(run.uid).estimate
         if known is not None:
             return self._learn(run.uid, known), None
         spec = run.substituted_pipeline_spec or src.pipeline
@@ -54,14 +54,12 @@ class Estimates:
         except ValueError as exc:
             return None, reservation.not_estimated(str(exc))
         if src.tasks_synced and self.resolving.settled(run, src):  # complete: keep it
-            with self._lock:
-                self._estimates[run.uid] = found
+            self.memory.set(run.uid, estimate=found)
         return self._learn(run.uid, found), None
 
     def known(self, run_uid: str) -> peak.Estimate | None:
         """The run's peak if it is kept (complete), without estimating."""
-        with self._lock:
-            return self._estimates.get(run_uid)
+        return self.memory.get(run_uid).estimate
 
     def _learn(self, run_uid: str, found: peak.Estimate) -> peak.Estimate:
         """Tasks unknown before they ran (resolvers) count as their pods ask, once the pod
@@ -70,12 +68,10 @@ class Estimates:
             return found
         better = found.learned(self.index.task_requests(run_uid))
         if better is not found:
-            with self._lock:
-                if run_uid in self._estimates:
-                    self._estimates[run_uid] = better
+            self.memory.update(run_uid, lambda m: m if m.estimate is None
+                               else replace(m, estimate=better))
         return better
 
     def forget(self, run_uid: str) -> None:
         self.resolving.forget(run_uid)
-        with self._lock:
-            self._estimates.pop(run_uid, None)
+        self.memory.reset(run_uid, "estimate")

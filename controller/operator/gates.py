@@ -7,8 +7,8 @@ ends, and for every gated pod when this process stops leading.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -17,22 +17,23 @@ from controller.core.basics import names
 from controller.core.basics.actions import ReleaseGate
 from controller.core.model import tekton
 from controller.core.placement import gate
+from controller.core.placement.memory import Gated
 from controller.kube.client import ApiError, api_message
 from controller.metrics import Metrics
 from controller.operator.executor import Executor
+from controller.operator.memory import Memories
 from controller.operator.podindex import PodIndex
 
 log = structlog.get_logger(__name__)
 
 
 class Gates:
-    def __init__(self, executor: Executor, index: PodIndex, metrics: Metrics) -> None:
+    def __init__(self, executor: Executor, index: PodIndex, metrics: Metrics,
+                 memory: Memories) -> None:
         self.executor = executor
         self.index = index
         self.metrics = metrics
-        # run uid -> gated pods of the run not yet seen released: pod uid -> (namespace, name)
-        self._held: dict[str, dict[str, tuple[str, str]]] = {}
-        self._lock = threading.Lock()
+        self.memory = memory  # RunMemory.gated: the run's gated pods not yet seen released
 
     def on_task_pod(self, pod: Mapping[str, Any], deleted: bool = False) -> None:
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
@@ -40,16 +41,11 @@ class Gates:
         if run is None or not run.uid:
             return
         pod_uid = str(meta.get("uid") or "")
-        with self._lock:
-            if deleted or not gate.held(spec):
-                held = self._held.get(run.uid)
-                if held is not None:
-                    held.pop(pod_uid, None)
-                    if not held:
-                        del self._held[run.uid]
-                return
-            self._held.setdefault(run.uid, {})[pod_uid] = (
-                str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        if deleted or not gate.held(spec):
+            self._seen_released(run.uid, pod_uid)
+            return
+        seen = Gated(pod_uid, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        self.memory.update(run.uid, lambda m: replace(m, gated=_with(m.gated, seen)))
         if self.index.anchor(run.uid):
             self._release(run.uid)
 
@@ -61,9 +57,7 @@ class Gates:
 
     def tend(self) -> None:
         """Releases what a failed call left held (called by the resync)."""
-        with self._lock:
-            runs = list(self._held)
-        for uid in runs:
+        for uid, _ in self.memory.runs(lambda m: m.gated):
             if self.index.anchor(uid):
                 self._release(uid)
 
@@ -74,9 +68,7 @@ class Gates:
         keeps a pod from racing its balloon for their claims; each pod keeps its required term
         beside the balloon, so released early it waits for the anchor's node as it would have,
         and the next leader would take the gate off the same pods."""
-        with self._lock:
-            runs = list(self._held)
-        for uid in runs:
+        for uid, _ in self.memory.runs(lambda m: m.gated):
             try:
                 self._release(uid)
             except Exception as exc:  # leadership ends: said, and the rest released
@@ -90,10 +82,8 @@ class Gates:
     def _release(self, run_uid: str) -> None:
         """Every gated pod of the run released; a failure that may mend is raised once the
         others were tried (the event is tried again after a backoff: faces/serial.py)."""
-        with self._lock:
-            pods = list((self._held.get(run_uid) or {}).items())
         again: Exception | None = None
-        for pod_uid, (namespace, name) in pods:
+        for pod_uid, namespace, name in self.memory.get(run_uid).gated:
             done = self.executor.do(ReleaseGate(namespace, name, pod_uid, gate.release()))
             if done.ok and done.value:
                 self.metrics.gates_released.inc()
@@ -105,11 +95,18 @@ class Gates:
                             error=f"{exc.status} {api_message(exc)}",
                             object=f"Pod/{namespace}/{name}")
                 continue
-            with self._lock:
-                held = self._held.get(run_uid)
-                if held is not None:
-                    held.pop(pod_uid, None)
-                    if not held:
-                        del self._held[run_uid]
+            self._seen_released(run_uid, pod_uid)
         if again is not None:
             raise again
+
+    def _seen_released(self, run_uid: str, pod_uid: str) -> None:
+        self.memory.update(run_uid, lambda m: replace(
+            m, gated=tuple(g for g in m.gated if g.uid != pod_uid)))
+
+
+def _with(gated: tuple[Gated, ...], pod: Gated) -> tuple[Gated, ...]:
+    """The gated pods with this one, in the order first seen gated (a pod seen again keeps its
+    place, with its newest name)."""
+    if any(g.uid == pod.uid for g in gated):
+        return tuple(pod if g.uid == pod.uid else g for g in gated)
+    return (*gated, pod)

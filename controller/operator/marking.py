@@ -13,7 +13,6 @@ tied by admission as the namespace is enabled: they are served all the same.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable
 
 import structlog
@@ -25,6 +24,7 @@ from controller.kube import errors
 from controller.kube.client import ApiError, Kube, api_message
 from controller.kube.clusterview import Facts
 from controller.operator.executor import Executor
+from controller.operator.memory import Memories
 from controller.operator.podindex import PodIndex
 
 log = structlog.get_logger(__name__)
@@ -33,15 +33,14 @@ log = structlog.get_logger(__name__)
 class Marks:
     def __init__(
         self, kube: Kube, executor: Executor, installation: str,
-        live: Callable[[], Iterable[tekton.PipelineRun]], index: PodIndex,
+        live: Callable[[], Iterable[tekton.PipelineRun]], index: PodIndex, memory: Memories,
     ) -> None:
         self.kube = kube  # reads: a run's TaskRuns
         self.executor = executor
         self.installation = installation  # our namespace label, `label=value`
         self.live = live
         self.index = index
-        self._marked: set[str] = set()  # runs marked by this process, before the watch shows it
-        self._lock = threading.Lock()
+        self.memory = memory  # RunMemory.marked: marked by this process, before the watch shows it
         # Set once the live runs are known (the first resync lists every run): until then,
         # which namespaces hold anchored runs is not known.
         self.seeded = False
@@ -51,8 +50,7 @@ class Marks:
         return facts.namespace_enabled(run.namespace) or self.marked(run)
 
     def marked(self, run: tekton.PipelineRun) -> bool:
-        with self._lock:
-            return mark.by(run, self.installation) or run.uid in self._marked
+        return mark.by(run, self.installation) or self.memory.get(run.uid).marked
 
     def ensure(self, run: tekton.PipelineRun, topology_key: str) -> bool:
         """Marks the run and its TaskRuns, once. A failure that may mend is raised (the work
@@ -70,8 +68,7 @@ class Marks:
             log.warning("could not mark the anchored run", error=f"{exc.status} {api_message(exc)}",
                         object=f"PipelineRun/{run.namespace}/{run.name}")
             return False
-        with self._lock:
-            self._marked.add(run.uid)
+        self.memory.set(run.uid, marked=True)
         return True
 
     def _mark_task_runs(self, run: tekton.PipelineRun, topology_key: str,
@@ -87,8 +84,7 @@ class Marks:
         return frozenset(run.namespace for run in self.live() if self.marked(run))
 
     def forget(self, run_uid: str) -> None:
-        with self._lock:
-            self._marked.discard(run_uid)
+        self.memory.reset(run_uid, "marked")
 
     def on_facts(self, old: Facts, new: Facts) -> None:
         """A namespace switched off: its marked runs' TaskRuns are looked at once more."""

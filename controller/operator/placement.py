@@ -8,12 +8,11 @@ the new node, and pods bound beside the old one were not misplaced.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 from controller.core.admission import affinity
 from controller.core.basics import names
@@ -23,9 +22,11 @@ from controller.core.basics.times import parse_time
 from controller.core.model import tekton
 from controller.core.model.pods import HOSTNAME, scheduled_condition
 from controller.core.placement import anchor, balloon
+from controller.core.placement.memory import BoundPod, Move, RunMemory
 from controller.kube.client import Kube
 from controller.metrics import Metrics
 from controller.operator.executor import Executor
+from controller.operator.memory import Memories
 from controller.operator.notify import pipelinerun_ref
 from controller.operator.podindex import PodIndex
 from controller.operator.warming import Warming
@@ -47,24 +48,6 @@ def gone_because(pod: Mapping[str, Any]) -> str:
     return "its pod was deleted"
 
 
-class Move(NamedTuple):
-    """A move of the anchor seen before the old balloon pod's deletion, which says why."""
-
-    left: str
-    to: str
-    run: dict[str, Any]  # the PipelineRun's reference, for the Event
-    since: float  # time.monotonic()
-
-
-@dataclass(frozen=True)
-class BoundPod:
-    uid: str
-    name: str
-    namespace: str
-    run_name: str
-    node: str
-
-
 class Placement:
     def __init__(
         self,
@@ -72,6 +55,7 @@ class Placement:
         metrics: Metrics,
         executor: Executor,
         index: PodIndex,
+        memory: Memories,
         balloon_of: Callable[[str, str], Mapping[str, Any] | None] | None = None,
         warming: Warming | None = None,
     ) -> None:
@@ -82,19 +66,15 @@ class Placement:
         self.metrics = metrics
         self.executor = executor
         self.index = index
-        self._misplaced: set[str] = set()
-        # run uid -> (node it left, why): said in AnchorMoved once the new pod is bound
-        self._moving: dict[str, tuple[str, str]] = {}
-        self._asked: set[str] = set()  # runs whose balloon pods were listed once
-        # run uid -> the node this process annotated its StatefulSet with: the balloons cache
+        # The run's memory (core/placement/memory.py): moving (node it left, why: said in
+        # AnchorMoved once the new pod is bound), asked (its balloon pods were listed once),
+        # annotated (the node this process annotated its StatefulSet with: the balloons cache
         # shows the annotation only once its watch brings it, and a pod event before that must
-        # not take the run for anchored anew (a second Anchored count, policy write, patch).
-        self._annotated: dict[str, str] = {}
-        # run uid -> its pods bound while its new balloon pod was not yet: judged once it is
-        self._unjudged: dict[str, list[BoundPod]] = {}
-        # run uid -> a move seen before the old pod's deletion was
-        self._unexplained: dict[str, Move] = {}
-        self._lock = threading.Lock()
+        # not take the run for anchored anew: a second Anchored count, policy write, patch),
+        # unjudged (its pods bound while its new balloon pod was not yet: judged once it is),
+        # unexplained (a move seen before the old pod's deletion was), misplaced (its pods said
+        # misplaced).
+        self.memory = memory
 
     def node_of(self, namespace: str, run_uid: str) -> str | None:
         """Where the run's balloon pod is bound, as the pod watch reported it. Asked of the API
@@ -104,10 +84,8 @@ class Placement:
         seen = self.index.balloon(run_uid)
         if seen is not None:
             return seen.node or None
-        with self._lock:
-            if run_uid in self._asked:
-                return None
-            self._asked.add(run_uid)
+        if self.memory.set(run_uid, asked=True).asked:
+            return None
         for pod in self.kube.list_balloon_pods(namespace, run_uid):
             node = (pod.get("spec") or {}).get("nodeName")
             if node:
@@ -116,17 +94,11 @@ class Placement:
 
     def forget(self, run_uid: str) -> None:
         self.index.forget(run_uid)
-        with self._lock:
-            self._moving.pop(run_uid, None)
-            self._asked.discard(run_uid)
-            self._annotated.pop(run_uid, None)
-            self._unjudged.pop(run_uid, None)
-            self._unexplained.pop(run_uid, None)
+        self.memory.reset(run_uid, "moving", "asked", "annotated", "unjudged", "unexplained")
 
     def expect_move(self, run_uid: str, node: str, why: str) -> None:
         """The operator is moving the anchor off `node` (core/placement/anchor.py)."""
-        with self._lock:
-            self._moving[run_uid] = (node, why)
+        self.memory.set(run_uid, moving=(node, why))
 
     def on_balloon_pod(self, pod: Mapping[str, Any], deleted: bool = False) -> None:
         meta = pod.get("metadata") or {}
@@ -136,14 +108,15 @@ class Placement:
         if deleted:
             # A run not held any more (its balloon deleted, the run forgotten) moves nowhere.
             if node and self.index.knows(uid):
-                with self._lock:
-                    move = self._unexplained.get(uid)
-                    if move is not None and move.left == node:
-                        del self._unexplained[uid]
-                    else:
-                        move = None
-                        self._moving.setdefault(uid, (node, gone_because(pod)))
-                if move is not None:
+
+                def explained(m: RunMemory) -> RunMemory:
+                    if m.unexplained is not None and m.unexplained.left == node:
+                        return replace(m, unexplained=None)
+                    return m if m.moving is not None else replace(
+                        m, moving=(node, gone_because(pod)))
+
+                move = self.memory.update(uid, explained).unexplained
+                if move is not None and move.left == node:
                     self._tell_moved(uid, move.run, node, move.to, gone_because(pod))
             return
         if not node or meta.get("deletionTimestamp"):
@@ -152,20 +125,17 @@ class Placement:
             return
         ns = str(meta.get("namespace") or "")
         ref = pipelinerun_ref(str(labels.get(names.LABEL_RUN) or ""), ns, uid)
-        with self._lock:
-            moving = self._moving.get(uid)
-            if moving is not None and moving[0] != node:
-                del self._moving[uid]
-            unjudged = self._unjudged.pop(uid, [])
+        before = self.memory.update(uid, lambda m: replace(
+            m, unjudged=(), moving=None if m.moving and m.moving[0] != node else m.moving))
+        moving, unjudged = before.moving, list(before.unjudged)
         sts_name = balloon.balloon_name(uid)
         # The cache may not show yet a StatefulSet made a moment ago (a replica that has just
         # come to lead): taken for gone, the run would never be said Anchored. Asked then.
         sts = self.balloon_of(ns, sts_name) or self.kube.get_statefulset(ns, sts_name)
         annotations = (sts or {}).get("metadata", {}).get("annotations") or {}
-        with self._lock:
-            anchored = str(annotations.get(names.ANNOTATION_ANCHORED_NODE) or "")
-            if self._annotated.get(uid) == node:
-                anchored = node
+        anchored = str(annotations.get(names.ANNOTATION_ANCHORED_NODE) or "")
+        if self.memory.get(uid).annotated == node:
+            anchored = node
         if sts is None or anchored == node:
             self._judge(uid, unjudged)
             return
@@ -175,8 +145,8 @@ class Placement:
             # kopf handles each pod's events in a worker of its own, so the old pod's deletion,
             # which says why it went, may come after its successor's binding: the move is said
             # then, or by the resync after a grace (flush_moves).
-            with self._lock:
-                self._unexplained[uid] = Move(anchored or str(left), node, ref, time.monotonic())
+            self.memory.set(uid, unexplained=Move(anchored or str(left), node, ref,
+                                                  time.monotonic()))
         else:
             self._observe_time_to_anchor(annotations, pod)
             run_name = str(labels.get(names.LABEL_RUN) or "")
@@ -188,8 +158,7 @@ class Placement:
                 warning=False), (uid, node)))
         self.executor.do(AnnotateBalloon(ns, sts_name,
                                          {names.ANNOTATION_ANCHORED_NODE: node})).get()
-        with self._lock:
-            self._annotated[uid] = node
+        self.memory.set(uid, annotated=node)
         self._judge(uid, unjudged)
 
     def _tell_moved(self, uid: str, ref: dict[str, Any], left: str, node: str, why: str) -> None:
@@ -200,11 +169,11 @@ class Placement:
         """Moves whose old pod's deletion was never seen (a watch that restarted), said after
         `grace` seconds with what is known (called by the resync)."""
         now = time.monotonic()
-        with self._lock:
-            due = {u: m for u, m in self._unexplained.items() if now - m.since >= grace}
-            for uid in due:
-                del self._unexplained[uid]
-        for uid, move in due.items():
+        for uid, _ in self.memory.runs(lambda m: m.unexplained and now - m.unexplained.since
+                                       >= grace):
+            move = self.memory.update(uid, lambda m: replace(m, unexplained=None)).unexplained
+            if move is None:  # taken meanwhile by the old pod's deletion, which said it
+                continue
             self._tell_moved(uid, move.run, move.left, move.to, "its pod was replaced")
 
     def _judge(self, run_uid: str, pods: list[BoundPod]) -> None:
@@ -229,7 +198,8 @@ class Placement:
         run_uid = self.index.task_pod_event(pod, deleted)
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
         node = spec.get("nodeName")
-        if deleted or run_uid is None or not node or meta.get("uid") in self._misplaced:
+        if deleted or run_uid is None or not node or meta.get("uid") in self.memory.get(
+                run_uid).misplaced:
             return
         ours = affinity.balloon_terms(spec)
         if not ours or ours[0].get("topologyKey") != HOSTNAME:
@@ -255,18 +225,16 @@ class Placement:
         if binding:
             # The scheduler binds a pod beside the balloon it has assumed on a node before that
             # balloon's own binding is written: judge the pod once the balloon is bound.
-            with self._lock:
-                self._unjudged.setdefault(run_uid, []).append(bound)
+            self.memory.update(run_uid, lambda m: replace(m, unjudged=(*m.unjudged, bound)))
             seen = self.index.balloon(run_uid)
             if seen is not None and seen.uid in binding and seen.node:  # its event came first
-                with self._lock:
-                    late = self._unjudged.pop(run_uid, [])
-                self._judge(run_uid, late)
+                late = self.memory.set(run_uid, unjudged=()).unjudged
+                self._judge(run_uid, list(late))
             return
         self._misplace(bound, run_uid, anchors[-1])
 
     def _misplace(self, pod: BoundPod, run_uid: str, anchor_node: str) -> None:
-        self._misplaced.add(pod.uid)
+        self.memory.update(run_uid, lambda m: replace(m, misplaced=m.misplaced | {pod.uid}))
         self.metrics.misplaced_pods.inc()
         self.executor.do(Say(
             pipelinerun_ref(pod.run_name, pod.namespace, run_uid),

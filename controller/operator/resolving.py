@@ -8,7 +8,6 @@ writes the run's status (its pipeline resolved, its TaskRuns made), and by the r
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -17,6 +16,7 @@ from controller.core.basics.times import parse_time
 from controller.core.capacity.peak import Reader
 from controller.core.model import resolution, tekton
 from controller.kube.caches import Caches
+from controller.operator.memory import Memories
 from controller.operator.sources import RESOLUTION_REQUESTS as KIND
 from controller.operator.sources import Sources
 
@@ -44,11 +44,11 @@ class Resolving:
         caches: Caches | None,
         live: Callable[[str], Mapping[str, Any] | None],
         reconcile: Callable[[Mapping[str, Any]], object],
+        memory: Memories,
     ) -> None:
         self.live = live
         self.reconcile = reconcile
-        self._held: set[str] = set()  # uids of runs whose anchor waits
-        self._lock = threading.Lock()
+        self.memory = memory  # RunMemory.resolving: the run's anchor waits
         if caches is not None:
             caches.listen(KIND, self.on_request)
 
@@ -89,20 +89,15 @@ class Resolving:
     def hold(self, run_uid: str, why: str | None) -> None:
         """The run's anchor waits for what Tekton resolves (`why`), or no longer does: a
         ResolutionRequest's event looks at the runs that wait."""
-        with self._lock:
-            if why:
-                self._held.add(run_uid)
-            else:
-                self._held.discard(run_uid)
+        self.memory.set(run_uid, resolving=bool(why))
 
     def on_request(self, request: Mapping[str, Any]) -> None:
         """A ResolutionRequest changed: the held run that owns it looks again (one lookup an
         event, however many runs are held)."""
         owners = (request.get("metadata") or {}).get("ownerReferences") or []
         for uid in {str(o.get("uid")) for o in owners if isinstance(o, Mapping)}:
-            with self._lock:
-                if uid not in self._held:
-                    continue
+            if not self.memory.get(uid).resolving:
+                continue
             body = self.live(uid)
             if body is None:
                 self.forget(uid)
@@ -110,5 +105,4 @@ class Resolving:
                 self.reconcile(body)
 
     def forget(self, run_uid: str) -> None:
-        with self._lock:
-            self._held.discard(run_uid)
+        self.memory.reset(run_uid, "resolving")

@@ -33,6 +33,7 @@ from controller.operator.gates import Gates
 from controller.operator.headroom import Headroom
 from controller.operator.live import LiveRuns
 from controller.operator.marking import Marks
+from controller.operator.memory import Memories
 from controller.operator.notify import Notifier
 from controller.operator.observe import Observer
 from controller.operator.placement import Placement
@@ -72,33 +73,37 @@ class Operator:
         # Every write and Event of the operator goes through it (operator/executor.py).
         self.executor = Executor(kube, self.notifier)
         self.index = PodIndex()
+        # What the leader remembers of each run between two looks at it (operator/memory.py).
+        self.memory = Memories()
         # Live runs whose last decision kept their balloon, until something they read changes.
         self.settled = Settled(settings.resync_settled_rounds, self.index)
         self.warming = Warming(self.executor, caches, view, metrics)
-        self.placement = Placement(kube, metrics, self.executor, self.index, self.balloon_of,
-                                   self.warming)
-        self.gates = Gates(self.executor, self.index, metrics)
+        self.placement = Placement(kube, metrics, self.executor, self.index, self.memory,
+                                   self.balloon_of, self.warming)
+        self.gates = Gates(self.executor, self.index, metrics, self.memory)
         self.budgets = Budgets(self.executor, caches)
         self.balloons = Balloons(self.executor, metrics, self.budgets, self.placement)
         self.unplaced = Unplaced(settings, kube, self.index, metrics, self.executor)
         self.anchors = AnchorGuard(kube, self.index, self.placement, metrics, self.executor,
-                                   self.soon)
+                                   self.memory, self.soon)
         self.waiting = WaitingPods(settings, self.index, metrics, self.executor,
                                    self.live.claims_tekton_makes)
         # What a ResolutionRequest's event wakes (in the caches' watch thread) goes on the work
         # queue: nudge, not reconcile.
         self.estimates = Estimates(caches, self.index,
-                                   Resolving(caches, self.live.get, self.nudge))
+                                   Resolving(caches, self.live.get, self.nudge, self.memory),
+                                   self.memory)
         self.capacity = Capacity(
             settings, self.executor, caches, self.index, metrics, self.estimates,
             Headroom(settings, caches, self.index, self.estimates.known,
                      self.live.runs, self.anchors.nodes, kube),
+            self.memory,
         )
         self.observer = Observer(kube, caches, self.index, self.capacity, self.warming,
                                  self._lasting)
         self.marks = Marks(
             kube, self.executor, f"{settings.namespace_label}={settings.namespace_label_value}",
-            self.live.runs, self.index,
+            self.live.runs, self.index, self.memory,
         )
         self.policies = Policies(settings, kube, self.executor, metrics, view)
         view.subscribe(self.settled.on_facts)

@@ -1,0 +1,82 @@
+"""What the leader remembers of a run between two looks at it, as one frozen value.
+
+Each field belongs to one subject of the operator (its comment names it) and is changed only
+there; operator/memory.py keeps one such value per run and replaces it whole, under one lock, so
+a subject's test-and-set is one step and no subject keeps a lock of its own. A run whose memory
+is back to `EMPTY` is not kept at all: the memory grows with the runs that are acted on, not
+with the runs there are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, NamedTuple
+
+from controller.core.capacity.peak import Estimate
+from controller.core.capacity.settle import Acted
+
+
+class Move(NamedTuple):
+    """A move of the anchor seen before the old balloon pod's deletion, which says why."""
+
+    left: str
+    to: str
+    run: dict[str, Any]  # the PipelineRun's reference, for the Event
+    since: float  # time.monotonic()
+
+
+@dataclass(frozen=True)
+class BoundPod:
+    uid: str
+    name: str
+    namespace: str
+    run_name: str
+    node: str
+
+
+class Gated(NamedTuple):
+    """A pod admission gated, not yet seen released."""
+
+    uid: str
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
+class RunMemory:
+    # Resolving (operator/resolving.py): the run's anchor waits for what Tekton resolves.
+    resolving: bool = False
+    # Marks (operator/marking.py): marked by this process, before the watch shows the mark.
+    marked: bool = False
+    # Gates (operator/gates.py): its gated pods, in the order they were seen gated.
+    gated: tuple[Gated, ...] = ()
+    # Estimates (operator/estimates.py): its peak, once complete.
+    estimate: Estimate | None = None
+    # AnchorGuard (operator/anchors.py): the node its anchor cannot leave yet, and whether a
+    # look at it is put for later.
+    blocked_on: str = ""
+    again: bool = False
+    # Capacity (operator/capacity.py): the last act on its reservation, and whether a worker
+    # tends it now.
+    acted: Acted | None = None
+    tending: bool = False
+    # Placement (operator/placement.py): the move it is making (node left, why), whether its
+    # balloon pods were listed once, the node this process annotated its StatefulSet with, its
+    # pods bound before its new balloon pod was, a move seen before the old pod's deletion,
+    # and its pods said misplaced (kept after the run is forgotten: said once).
+    moving: tuple[str, str] | None = None
+    asked: bool = False
+    annotated: str = ""
+    unjudged: tuple[BoundPod, ...] = ()
+    unexplained: Move | None = None
+    misplaced: frozenset[str] = field(default_factory=frozenset)
+
+    def reset(self, *names: str) -> RunMemory:
+        """The memory with these fields back to what a run nothing is known of has."""
+        unknown = set(names) - {f.name for f in fields(self)}
+        if unknown:
+            raise KeyError(f"no such field of a run's memory: {sorted(unknown)}")
+        return replace(self, **{n: getattr(EMPTY, n) for n in names})
+
+
+EMPTY = RunMemory()
