@@ -33,10 +33,11 @@ import random
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client
 
@@ -129,9 +130,8 @@ def runs_of_mode(cluster: LocalCluster, mode: str, args: argparse.Namespace) -> 
         done: dict[str, dict[str, Any]] = {}
         deadline = time.monotonic() + args.timeout
         while len(done) < args.runs and time.monotonic() < deadline:
-            for run in custom.list_namespaced_custom_object(*tr.TEKTON, ns, "pipelineruns")[
-                "items"
-            ]:
+            for run in cast(dict[str, Any], custom.list_namespaced_custom_object(
+                    *tr.TEKTON, ns, "pipelineruns"))["items"]:
                 if tr.outcome(run):
                     done.setdefault(run["metadata"]["name"], run)
             time.sleep(3)
@@ -176,10 +176,11 @@ def plot(results: list[Mode], out: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     paths = []
-    for values, what, name in (
+    charts: tuple[tuple[Callable[[Mode], list[float]], str, str], ...] = (
         (lambda r: r.spreads, "seconds between the first and last build bound", "spread"),
         (lambda r: r.durations, "run duration, seconds", "duration"),
-    ):
+    )
+    for values, what, name in charts:
         fig, ax = plt.subplots(figsize=(8, 4))
         for r in results:
             ordered = sorted(values(r))

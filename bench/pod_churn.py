@@ -66,7 +66,7 @@ class EventCounter(threading.Thread):
             core = client.CoreV1Api(api)
             version = core.list_namespaced_pod(self.namespace).metadata.resource_version
             while not self.stopped.is_set():
-                for event in watch.Watch().stream(
+                for event in watch.Watch().stream(  # type: ignore[no-untyped-call]
                     core.list_namespaced_pod,
                     self.namespace,
                     resource_version=version,

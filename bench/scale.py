@@ -45,7 +45,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client
 
@@ -164,7 +164,8 @@ def finished_runs(cluster: LocalCluster, count: int) -> None:
             tr.create_run(custom, ns, body)
 
         def finished(name: str) -> dict[str, Any] | None:
-            run = custom.get_namespaced_custom_object(*tr.TEKTON, ns, "pipelineruns", name)
+            run = cast(dict[str, Any],
+                       custom.get_namespaced_custom_object(*tr.TEKTON, ns, "pipelineruns", name))
             return run if tr.outcome(run) else None
 
         make(0)
@@ -180,7 +181,8 @@ def finished_runs(cluster: LocalCluster, count: int) -> None:
             list(pool.map(copy, range(1, count)))
 
         def all_done() -> bool:
-            listed = custom.list_namespaced_custom_object(*tr.TEKTON, ns, "pipelineruns")
+            listed = cast(dict[str, Any],
+                          custom.list_namespaced_custom_object(*tr.TEKTON, ns, "pipelineruns"))
             return sum(1 for r in listed["items"] if tr.outcome(r)) >= count
 
         cluster.wait_for(all_done, timeout=60 + count / 5, what=f"{count} runs finished",
@@ -262,7 +264,8 @@ def one_mode(cluster: LocalCluster, mode: str, runs: int, namespaces: int, opera
         deadline = time.monotonic() + timeout
         while len(done) < runs and time.monotonic() < deadline:
             for ns in nss:
-                listed = custom.list_namespaced_custom_object(*tr.TEKTON, ns, "pipelineruns")
+                listed = cast(dict[str, Any],
+                              custom.list_namespaced_custom_object(*tr.TEKTON, ns, "pipelineruns"))
                 for run in listed["items"]:
                     if tr.outcome(run):
                         done.setdefault(run["metadata"]["name"], run)

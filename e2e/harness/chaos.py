@@ -19,7 +19,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client
 
@@ -252,8 +252,8 @@ def drive(
         deadline = time.monotonic() + timeout
         while len(finished) < len(created) and time.monotonic() < deadline:
             try:
-                listed = custom.list_namespaced_custom_object(*tr.TEKTON, namespace,
-                                                              "pipelineruns")
+                listed = cast(dict[str, Any], custom.list_namespaced_custom_object(
+                    *tr.TEKTON, namespace, "pipelineruns"))
             except Exception:
                 listed = {"items": []}
             finished.update({r["metadata"]["name"]: r for r in listed["items"] if tr.outcome(r)})

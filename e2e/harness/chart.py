@@ -110,22 +110,22 @@ def apply(cluster: ClusterHandle, docs: Sequence[Mapping[str, Any]],
     """What `kubectl apply --server-side` (and Argo CD's server-side sync) does with a rendering:
     each object applied under one field manager, conflicts forced."""
     with cluster.api_client() as api:
-        dynamic = DynamicClient(api)
+        dynamic = DynamicClient(api)  # type: ignore[no-untyped-call]
         for doc in docs:
             resource = dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
-            dynamic.server_side_apply(resource, body=dict(doc), field_manager=manager,
+            dynamic.server_side_apply(resource, body=dict(doc), field_manager=manager,  # type: ignore[no-untyped-call]
                                       force_conflicts=True)
 
 
 def delete(cluster: ClusterHandle, docs: Sequence[Mapping[str, Any]]) -> None:
     """Deletes what apply() applied (those still there)."""
     with cluster.api_client() as api:
-        dynamic = DynamicClient(api)
+        dynamic = DynamicClient(api)  # type: ignore[no-untyped-call]
         for doc in reversed(docs):
             resource = dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
             meta = doc["metadata"]
             with contextlib.suppress(NotFoundError):
-                dynamic.delete(resource, name=meta["name"], namespace=meta.get("namespace"))
+                dynamic.delete(resource, name=meta["name"], namespace=meta.get("namespace"))  # type: ignore[no-untyped-call]
 
 
 def hooks_left_out(docs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -62,7 +62,7 @@ class PodLoad:
         pod["spec"]["schedulerName"] = "e2e-nobody"
         try:
             made = client.CoreV1Api(api).create_namespaced_pod(
-                self.namespace, pod, dry_run="All" if self.dry_run else None)
+                self.namespace, pod, dry_run="All" if self.dry_run else None)  # type: ignore[arg-type]
         except ApiException as e:
             self.failures.append(f"{time.time():.3f} {e.status} {e.reason}: {(e.body or '')[:300]}")
             return

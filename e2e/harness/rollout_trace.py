@@ -25,9 +25,12 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import Any, cast
 
+import urllib3
 from kubernetes import client, watch
 
 from .cluster.api import ClusterApi
@@ -113,15 +116,16 @@ class RolloutTrace:
 
     # -- watchers ------------------------------------------------------------------------------
 
-    def _watch(self, list_fn: object, source: str, describe: object, **kwargs: object) -> None:
+    def _watch(self, list_fn: Callable[[client.ApiClient], Callable[..., Any]], source: str,
+               describe: Callable[[Any], str], **kwargs: object) -> None:
         while not self._stop.is_set():
             with contextlib.suppress(Exception), self.cluster.api_client() as api:
-                w = watch.Watch()
-                for event in w.stream(list_fn(api), self.namespace,  # type: ignore[operator]
-                                      timeout_seconds=5, **kwargs):
-                    self.note(source, f"{event['type']} {describe(event['object'])}")  # type: ignore[operator]
+                w = watch.Watch()  # type: ignore[no-untyped-call]
+                for event in w.stream(  # type: ignore[no-untyped-call]
+                        list_fn(api), self.namespace, timeout_seconds=5, **kwargs):
+                    self.note(source, f"{event['type']} {describe(event['object'])}")
                     if self._stop.is_set():
-                        w.stop()
+                        w.stop()  # type: ignore[no-untyped-call]
 
     def _endpoints(self) -> None:
         def describe(s: client.V1EndpointSlice) -> str:
@@ -162,8 +166,9 @@ class RolloutTrace:
 
         def follow() -> None:
             with contextlib.suppress(Exception), self.cluster.api_client() as api:
-                resp = client.CoreV1Api(api).read_namespaced_pod_log(
-                    pod, self.namespace, follow=True, _preload_content=False)
+                # Not preloaded, the client answers the raw urllib3 response (typed as str).
+                resp = cast(urllib3.BaseHTTPResponse, client.CoreV1Api(api).read_namespaced_pod_log(
+                    pod, self.namespace, follow=True, _preload_content=False))
                 pending = ""
                 for raw in resp.stream():
                     pending += raw.decode(errors="replace")

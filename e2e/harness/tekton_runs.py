@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
@@ -205,12 +205,13 @@ class PodRecorder:
                 self._record(pod, deleted=False)
             version = listed.metadata.resource_version
             self._synced.set()
-        w = watch.Watch()
-        for event in w.stream(list_fn, *args, resource_version=version, timeout_seconds=5):
+        w = watch.Watch()  # type: ignore[no-untyped-call]
+        for event in w.stream(  # type: ignore[no-untyped-call]
+                list_fn, *args, resource_version=version, timeout_seconds=5):
             self._record(event["object"], deleted=event["type"] == "DELETED")
             version = event["object"].metadata.resource_version
             if self._stop.is_set():
-                w.stop()
+                w.stop()  # type: ignore[no-untyped-call]
         return version
 
     def _record(self, pod: client.V1Pod, deleted: bool) -> None:
@@ -226,7 +227,8 @@ class PodRecorder:
             if pod.spec.node_name and seen.node is None:
                 seen.node = pod.spec.node_name
                 seen.bound_at = now
-                seen.spec = client.ApiClient().sanitize_for_serialization(pod.spec)
+                seen.spec = client.ApiClient().sanitize_for_serialization(  # type: ignore[no-untyped-call]
+                    pod.spec)
             seen.annotations = dict(pod.metadata.annotations or {})
             if deleted and not seen.deleted:
                 seen.deleted, seen.deleted_at = True, now
@@ -289,18 +291,19 @@ def create_run(
     custom: client.CustomObjectsApi, namespace: str, body: Mapping[str, Any]
 ) -> dict[str, Any]:
     """Creates the run, or returns it if a lost answer's resend finds it made."""
+    # The client types custom objects as `object`: they are the API server's JSON, a dict.
     return create_once(
-        lambda: custom.create_namespaced_custom_object(  # type: ignore[no-any-return]
+        lambda: cast(dict[str, Any], custom.create_namespaced_custom_object(
             *TEKTON, namespace, "pipelineruns", dict(body)
-        ),
+        )),
         lambda: get_run(custom, namespace, body["metadata"]["name"]),
     )
 
 
 def get_run(custom: client.CustomObjectsApi, namespace: str, name: str) -> dict[str, Any]:
-    run: dict[str, Any] = custom.get_namespaced_custom_object(
+    run = cast(dict[str, Any], custom.get_namespaced_custom_object(
         *TEKTON, namespace, "pipelineruns", name
-    )
+    ))
     return run
 
 
@@ -336,9 +339,9 @@ def wait_finished(
 def task_runs(
     custom: client.CustomObjectsApi, namespace: str, run_uid: str
 ) -> list[dict[str, Any]]:
-    listed = custom.list_namespaced_custom_object(
+    listed = cast(dict[str, Any], custom.list_namespaced_custom_object(
         *TEKTON, namespace, "taskruns", label_selector=f"{LABEL_RUN_UID}={run_uid}"
-    )
+    ))
     return list(listed["items"])
 
 

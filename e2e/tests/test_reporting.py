@@ -7,6 +7,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from kubernetes import client
@@ -26,13 +27,15 @@ POLICY = ("tekton-coscheduler.dev", "v1alpha1")
 
 
 def wait_event(s: Scenario, reason: str, timeout: float = 30) -> client.CoreV1Event:
-    return s.cluster.wait_for(lambda: s.events(reason), timeout=timeout, what=f"Event {reason}")[0]
+    event: client.CoreV1Event = s.cluster.wait_for(lambda: s.events(reason), timeout=timeout, what=f"Event {reason}")[0]
+    return event
 
 
 def ready_condition(s: Scenario, name: str) -> dict[str, str] | None:
-    obj = s.custom.get_namespaced_custom_object(*POLICY, s.ns, "coschedulingpolicies", name)
+    obj = cast(dict[str, Any], s.custom.get_namespaced_custom_object(*POLICY, s.ns, "coschedulingpolicies", name))
     conds = (obj.get("status") or {}).get("conditions") or []
-    return next((c for c in conds if c["type"] == "Ready"), None)
+    ready: dict[str, str] | None = next((c for c in conds if c["type"] == "Ready"), None)
+    return ready
 
 
 def test_pod_bound_elsewhere_is_counted_as_misplaced(enabled: Scenario, nodes: list[str],
@@ -56,7 +59,7 @@ def test_pod_bound_elsewhere_is_counted_as_misplaced(enabled: Scenario, nodes: l
     body["metadata"]["labels"]["tekton.dev/taskRunUID"] = str(uuid.uuid4())
     body["spec"]["nodeName"] = other
     body.pop("status", None)
-    s.core.create_namespaced_pod(s.ns, body)
+    s.core.create_namespaced_pod(s.ns, body)  # type: ignore[arg-type]
     s.cluster.wait_for(lambda: coscheduler.metric("tekton_coscheduler_misplaced_pods_total") > before,
                        timeout=30, what="misplaced pod counted")
     assert other in wait_event(s, "PodMisplaced").message
@@ -75,7 +78,7 @@ def test_a_balloon_pod_the_quota_refuses_is_said_with_the_quota_s_words(enabled:
     """The StatefulSet is made but its controller may not make the pod: its FailedCreate is
     the why (a StatefulSet merely slow to make one, as in a burst, is not said)."""
     s = enabled
-    s.core.create_namespaced_resource_quota(s.ns, {"metadata": {"name": "no-pods"},
+    s.core.create_namespaced_resource_quota(s.ns, {"metadata": {"name": "no-pods"},  # type: ignore[arg-type]
                                                    "spec": {"hard": {"pods": "0"}}})
     s.cluster.wait_for(lambda: (s.core.read_namespaced_resource_quota("no-pods", s.ns).status.hard),
                        timeout=30, what="quota counted")
@@ -88,7 +91,7 @@ def test_a_budget_of_another_s_holding_our_name_is_said_on_the_run(enabled: Scen
     """Somebody's PodDisruptionBudget took the name of the namespace's budget for balloons:
     ours cannot be made, and the run is told (a drain may evict its anchor)."""
     s = enabled
-    client.PolicyV1Api(s.core.api_client).create_namespaced_pod_disruption_budget(s.ns, {
+    client.PolicyV1Api(s.core.api_client).create_namespaced_pod_disruption_budget(s.ns, {  # type: ignore[arg-type]
         "metadata": {"name": budget.NAME},
         "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}})
     run = s.run(workspaces=[{"name": "w", "emptyDir": {}}])
@@ -103,15 +106,15 @@ def refused_statefulset(s: Scenario) -> bool:
         "template": {"metadata": {"labels": {"app": "probe"}},
                      "spec": {"containers": [{"name": "c", "image": "pause"}]}}}}
     try:
-        s.apps.create_namespaced_stateful_set(s.ns, sts, dry_run="All")
+        s.apps.create_namespaced_stateful_set(s.ns, sts, dry_run="All")  # type: ignore[arg-type]
     except client.ApiException as exc:
-        return exc.status == 403
+        return bool(exc.status == 403)  # the client leaves `status` untyped
     return False
 
 
 def test_balloon_refused_by_quota_is_said(enabled: Scenario, coscheduler: Coscheduler) -> None:
     s = enabled
-    s.core.create_namespaced_resource_quota(s.ns, {"metadata": {"name": "no-statefulsets"},
+    s.core.create_namespaced_resource_quota(s.ns, {"metadata": {"name": "no-statefulsets"},  # type: ignore[arg-type]
                                                    "spec": {"hard": {"count/statefulsets.apps": "0"}}})
     # Quota admission reads quotas from its own cache: until it has this one, a StatefulSet
     # would still be made. A dry run tells when it has it.
@@ -137,7 +140,8 @@ def test_policy_topology_key_reaches_the_pods_and_status_is_reported(enabled: Sc
 
     def patched_term() -> list[dict[str, object]] | None:
         pod = s.task_pod(run, f"t{uuid.uuid4().hex[:4]}", claims=())
-        return s.pod(pod)["spec"]["affinity"]["podAffinity"][REQ]
+        term: list[dict[str, object]] | None = s.pod(pod)["spec"]["affinity"]["podAffinity"][REQ]
+        return term
 
     terms = s.cluster.wait_for(patched_term, timeout=10, what="pod with a term")
     assert terms[0]["topologyKey"] == "topology.kubernetes.io/zone"
@@ -160,10 +164,10 @@ def test_isolation_required_keeps_two_runs_apart(enabled: Scenario, nodes: list[
 def test_pending_run_is_anchored_only_once_started(enabled: Scenario) -> None:
     s = enabled
     body_spec_status = "PipelineRunPending"
-    run = s.custom.create_namespaced_custom_object("tekton.dev", "v1", s.ns, "pipelineruns", {
+    run = cast(dict[str, Any], s.custom.create_namespaced_custom_object("tekton.dev", "v1", s.ns, "pipelineruns", {
         "apiVersion": "tekton.dev/v1", "kind": "PipelineRun", "metadata": {"name": "later"},
         "spec": {"status": body_spec_status, "pipelineRef": {"name": "p"},
-                 "workspaces": [{"name": "w", "emptyDir": {}}]}})
+                 "workspaces": [{"name": "w", "emptyDir": {}}]}}))
     time.sleep(3)
     assert s.balloons(run) == []
     s.custom.patch_namespaced_custom_object("tekton.dev", "v1", s.ns, "pipelineruns", "later",

@@ -107,9 +107,9 @@ def test_a_burst_of_runs_that_all_succeed_together_carries_no_warning(runs: Runs
 def team_limits(s: Runs) -> None:
     """A team namespace's LimitRange (100m per container by default) and a quota that holds
     the run's widest layer (three 1-CPU builds) and a little."""
-    s.core.create_namespaced_limit_range(s.ns, {"metadata": {"name": "defaults"}, "spec": {
+    s.core.create_namespaced_limit_range(s.ns, {"metadata": {"name": "defaults"}, "spec": {  # type: ignore[arg-type]
         "limits": [{"type": "Container", "defaultRequest": {"cpu": "100m"}}]}})
-    s.core.create_namespaced_resource_quota(s.ns, {"metadata": {"name": "team"}, "spec": {
+    s.core.create_namespaced_resource_quota(s.ns, {"metadata": {"name": "team"}, "spec": {  # type: ignore[arg-type]
         "hard": {"requests.cpu": "3500m"}}})
     s.cluster.wait_for(lambda: (s.core.read_namespaced_resource_quota("team", s.ns).status.used),
                        timeout=30, what="quota counted")
@@ -153,7 +153,7 @@ def test_a_limit_range_smaller_than_the_peak_caps_the_reservation_and_hangs_noth
     """A LimitRange whose per-pod maximum (1 CPU) is below the run's peak (3 CPUs): the
     reservation asks for what it allows, is made, and the run ends."""
     s = runs
-    s.core.create_namespaced_limit_range(s.ns, {"metadata": {"name": "max"}, "spec": {
+    s.core.create_namespaced_limit_range(s.ns, {"metadata": {"name": "max"}, "spec": {  # type: ignore[arg-type]
         "limits": [{"type": "Pod", "max": {"cpu": "1"}},
                    {"type": "Container", "max": {"cpu": "1"}, "default": {"cpu": "1"},
                     "defaultRequest": {"cpu": "100m"}}]}})

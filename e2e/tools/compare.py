@@ -122,7 +122,7 @@ def add_volumes(core: client.CoreV1Api, nodes: Sequence[str], kind: str, count: 
         domains, key = sorted(nodes), HOSTNAME
     for domain in domains:
         for _ in range(count):
-            core.create_persistent_volume(pv_body(f"cmp-{uuid.uuid4().hex[:10]}", key, domain))
+            core.create_persistent_volume(pv_body(f"cmp-{uuid.uuid4().hex[:10]}", key, domain))  # type: ignore[arg-type]
 
 
 # -- modes ----------------------------------------------------------------------------------
@@ -146,7 +146,7 @@ class Bench:
         self.operator_off()
         for recorder in self.recorders.values():
             recorder.__exit__()
-        self.api.close()
+        self.api.close()  # type: ignore[no-untyped-call]
 
     def prepare(self) -> None:
         install_crds(self.cluster)

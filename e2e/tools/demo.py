@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client
 
@@ -226,9 +226,9 @@ def main() -> int:
                 )
 
                 def finished() -> dict[str, Any] | None:
-                    run = custom.get_namespaced_custom_object(
+                    run = cast(dict[str, Any], custom.get_namespaced_custom_object(
                         "tekton.dev", "v1", NAMESPACE, "pipelineruns", name
-                    )
+                    ))
                     return run if succeeded(run) else None
 
                 run = cluster.wait_for(finished, timeout=300, what=f"PipelineRun {name} to finish")

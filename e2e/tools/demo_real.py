@@ -20,7 +20,7 @@ import argparse
 import sys
 import time
 import uuid
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client
 
@@ -70,8 +70,8 @@ def run_once(made: real_.Real) -> bool:
                                                    "pipelineruns", body)
 
             def finished() -> dict[str, Any] | None:
-                run = custom.get_namespaced_custom_object("tekton.dev", "v1", NAMESPACE,
-                                                          "pipelineruns", name)
+                run = cast(dict[str, Any], custom.get_namespaced_custom_object(
+                    "tekton.dev", "v1", NAMESPACE, "pipelineruns", name))
                 return run if succeeded(run) else None
 
             run = made.cluster.wait_for(finished, timeout=300, what=f"PipelineRun {name} ended")

@@ -1,6 +1,6 @@
 """A real Kubernetes control plane for the e2e suite and the demo (see e2e/build.sh)."""
 
-from .api import create_once
+from .api import create_once, present
 from .backends import Backend, ExistingCluster, KindCluster, open_cluster
 from .handle import (
     FAKE_NODE_ANNOTATION,
@@ -30,5 +30,6 @@ __all__ = [
     "load_ca",
     "node_schedulable",
     "open_cluster",
+    "present",
     "read_versions",
 ]

@@ -17,6 +17,13 @@ from kubernetes.client.exceptions import ApiException
 T = TypeVar("T")
 
 
+def present(value: T | None) -> T:
+    """A field the kubernetes client types Optional (an object's metadata, spec, status...)
+    that an object read back from the API server has: the value, typed as set."""
+    assert value is not None, "a field the API server always sets is missing"
+    return value
+
+
 class ClusterApi:
     """A cluster reached through a kubeconfig file (set once the cluster runs)."""
 
@@ -35,7 +42,7 @@ class ClusterApi:
 
     def wait_for(
         self,
-        predicate: Callable[[], T],
+        predicate: Callable[[], T | None],
         timeout: float = 60.0,
         what: str = "condition",
         interval: float = 0.5,
