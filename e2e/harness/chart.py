@@ -32,7 +32,7 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
 
-from e2e.harness.cluster import ClusterHandle, find_binary, read_versions
+from e2e.harness.cluster import ClusterHandle, find_binary, present, read_versions
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "tekton-coscheduler"
@@ -224,11 +224,11 @@ def service_account_kubeconfig(
     """A kubeconfig carrying a TokenRequest token of the chart's ServiceAccount."""
     with cluster.api_client() as api:
         core = client.CoreV1Api(api)
-        token = core.create_namespaced_service_account_token(
+        token = present(core.create_namespaced_service_account_token(
             f"{release}-tekton-coscheduler",
             namespace,
             {"spec": {"expirationSeconds": hours * 3600}},  # type: ignore[arg-type]
-        ).status.token
+        ).status).token
         ca = api.configuration.ssl_ca_cert
     config = {
         "apiVersion": "v1",

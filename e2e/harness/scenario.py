@@ -11,7 +11,7 @@ from typing import Any, cast
 from kubernetes import client, watch
 
 from controller.core.basics import names
-from e2e.harness.cluster import ClusterHandle, create_once
+from e2e.harness.cluster import ClusterHandle, create_once, present
 from tests import factories
 
 TEKTON = ("tekton.dev", "v1")
@@ -146,7 +146,7 @@ class Scenario:
         pod["metadata"]["name"] = f"probe-{uuid.uuid4().hex[:8]}"
         pod["spec"]["volumes"][1] = {"name": "ws-k7x2p", "emptyDir": {}}
         made = self.core.create_namespaced_pod(self.ns, pod, dry_run="All")  # type: ignore[arg-type]
-        return made.spec.affinity is not None
+        return present(made.spec).affinity is not None
 
     def finish(self, run: Mapping[str, Any], status: str = "True") -> None:
         self.custom.patch_namespaced_custom_object_status(
@@ -203,7 +203,7 @@ class Scenario:
                 self.ns,
                 label_selector=f"{names.BALLOON_SELECTOR},{names.LABEL_RUN_UID}={run['metadata']['uid']}",
             ).items
-            return pods[0].spec.node_name if pods and pods[0].spec.node_name else None
+            return present(pods[0].spec).node_name if pods else None
 
         return self.cluster.wait_for(
             bound, timeout=timeout, what=f"balloon pod of {run['metadata']['name']} bound"
@@ -211,7 +211,7 @@ class Scenario:
 
     def pod_node(self, name: str, timeout: float = 60) -> str:
         return self.cluster.wait_for(
-            lambda: self.core.read_namespaced_pod(name, self.ns).spec.node_name,
+            lambda: present(self.core.read_namespaced_pod(name, self.ns).spec).node_name,
             timeout=timeout,
             what=f"pod {name} bound",
         )

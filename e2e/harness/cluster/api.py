@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -22,6 +22,18 @@ def present(value: T | None) -> T:
     that an object read back from the API server has: the value, typed as set."""
     assert value is not None, "a field the API server always sets is missing"
     return value
+
+
+class Named(Protocol):
+    """Any object of the client's models: its metadata is typed Optional."""
+
+    @property
+    def metadata(self) -> client.V1ObjectMeta | None: ...
+
+
+def name_of(obj: Named) -> str:
+    """The name of an object read back from the API server (it has metadata and a name)."""
+    return present(present(obj.metadata).name)
 
 
 class ClusterApi:
