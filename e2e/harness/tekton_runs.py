@@ -18,7 +18,7 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from controller.core.basics import names
-from e2e.harness.cluster import ClusterHandle, create_once, node_schedulable
+from e2e.harness.cluster import ClusterHandle, create_once, name_of, node_schedulable, present
 
 TEKTON = ("tekton.dev", "v1")
 RUN_SECONDS = "e2e.tekton-coscheduler.dev/run-seconds"
@@ -216,12 +216,13 @@ class PodRecorder:
 
     def _record(self, pod: client.V1Pod, deleted: bool) -> None:
         now = time.time()
-        key = pod.metadata.uid  # not the name: a StatefulSet re-creates its pod under the same one
+        assert pod.metadata is not None and pod.spec is not None  # as every pod a watch shows
+        key = present(pod.metadata.uid)  # not the name: a StatefulSet re-creates its pod under it
         with self._lock:
             seen = self._pods.get(key)
             if seen is None:
                 seen = self._pods[key] = PodSeen(
-                    name=pod.metadata.name, labels=dict(pod.metadata.labels or {}), first_seen=now,
+                    name=name_of(pod), labels=dict(pod.metadata.labels or {}), first_seen=now,
                     gates=tuple(g.name for g in pod.spec.scheduling_gates or ()),
                 )
             if pod.spec.node_name and seen.node is None:
@@ -361,4 +362,4 @@ def anchored_nodes(core: client.CoreV1Api, namespace: str, run_uid: str) -> list
 
 
 def schedulable_nodes(core: client.CoreV1Api) -> list[str]:
-    return [n.metadata.name for n in core.list_node().items if node_schedulable(n)]
+    return [name_of(n) for n in core.list_node().items if node_schedulable(n)]
