@@ -48,7 +48,7 @@ from controller.core.basics.times import parse_time
 from controller.settings import Settings
 from e2e.harness import capacity, faults
 from e2e.harness import tekton_runs as tr
-from e2e.harness.cluster import LocalCluster, karpenter
+from e2e.harness.cluster import LocalCluster, karpenter, name_of
 from e2e.harness.cluster import tekton as tekton_cluster
 from e2e.harness.coscheduler import Coscheduler, install_crds
 from e2e.harness.figures import percentile
@@ -118,7 +118,7 @@ def runs_of_mode(cluster: LocalCluster, mode: str, args: argparse.Namespace) -> 
                 "apiVersion": "/".join(group), "kind": names.POLICY_KIND,
                 "metadata": {"name": "off"}, "spec": {"capacity": {"anchor": False}}})
             time.sleep(2)  # the operator's policy watch
-        nodes0 = {n.metadata.name for n in client.CoreV1Api(api).list_node().items}
+        nodes0 = {name_of(n) for n in client.CoreV1Api(api).list_node().items}
         made: list[dict[str, Any]] = []
         for i in range(args.runs):
             body = capacity.fan_out(f"{mode[:6]}-{i}-{uuid.uuid4().hex[:4]}", None,
@@ -142,7 +142,7 @@ def runs_of_mode(cluster: LocalCluster, mode: str, args: argparse.Namespace) -> 
                         *tr.TEKTON, ns, "pipelineruns", run["metadata"]["name"],
                         {"spec": {"status": "Cancelled"}})
         result.nodes_added = len(
-            {n.metadata.name for n in client.CoreV1Api(api).list_node().items} - nodes0)
+            {name_of(n) for n in client.CoreV1Api(api).list_node().items} - nodes0)
         for run in made:
             final = done.get(run["metadata"]["name"])
             ok = bool(final and tr.outcome(final) == ("True", "Succeeded"))

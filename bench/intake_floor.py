@@ -35,7 +35,7 @@ from controller.core.replica import glance
 from controller.kube.intake import Intake
 from controller.kube.reflector import open_watch
 from controller.metrics import Metrics
-from e2e.harness.cluster import LocalCluster
+from e2e.harness.cluster import LocalCluster, present
 
 # Tekton's TaskRun pods, as the leader's pod watch selected them before it watched only the pods
 # it serves (faces/streams.py): the floor of reading one pod event, whoever's it is.
@@ -129,7 +129,7 @@ def main() -> int:
             for r in range(args.rounds):
                 names = [f"p{r}-{i}" for i in range(args.pods)]
                 list(pool.map(lambda n: core.create_namespaced_pod(ns, tekton_pod(n)), names))  # type: ignore[arg-type]
-                cluster.wait_for(lambda: all(p.status.phase == "Running" for p in
+                cluster.wait_for(lambda: all(present(p.status).phase == "Running" for p in
                                              core.list_namespaced_pod(ns).items),
                                  timeout=120, what="the pods running")
                 list(pool.map(lambda n: core.delete_namespaced_pod(n, ns, grace_period_seconds=0),

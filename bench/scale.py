@@ -57,7 +57,7 @@ from bench.scale_report import OURS, ModeResult
 from controller.core.basics import names
 from e2e.harness import faults, release
 from e2e.harness import tekton_runs as tr
-from e2e.harness.cluster import LocalCluster
+from e2e.harness.cluster import LocalCluster, present
 from e2e.harness.cluster import tekton as tekton_cluster
 from e2e.harness.coscheduler import install_crds
 from e2e.harness.figures import percentile
@@ -307,12 +307,13 @@ def one_mode(cluster: LocalCluster, mode: str, runs: int, namespaces: int, opera
             }
         time.sleep(max(settle - 10, 0))
         result.orphans = len(balloons_in(apps, nss))
-        warned: dict[str, set[str]] = {}  # run name -> reasons
+        warned: dict[str | None, set[str]] = {}  # run name -> reasons
         for ns in nss:
             for event in client.CoreV1Api(api).list_namespaced_event(ns).items:
                 if event.type == "Warning" and event.involved_object.kind == "PipelineRun":
-                    warned.setdefault(event.involved_object.name, set()).add(event.reason)
-                    result.examples.setdefault(event.reason, event.message or "")
+                    reason = present(event.reason)
+                    warned.setdefault(event.involved_object.name, set()).add(reason)
+                    result.examples.setdefault(reason, event.message or "")
         result.warned = len(warned)
         for reasons in warned.values():
             for reason in reasons:

@@ -22,7 +22,7 @@ import pytest
 from kubernetes import client
 
 from e2e.harness import chart
-from e2e.harness.cluster import ClusterHandle
+from e2e.harness.cluster import ClusterHandle, present
 from e2e.harness.coscheduler import Coscheduler
 from e2e.harness.scenario import Scenario
 
@@ -129,7 +129,7 @@ def test_helm_template_applied_twice_keeps_the_ca_and_admission_works(
         def state() -> tuple[str, set[str]]:
             # The client types a Secret's data bytes | str; from a server it is base64 text.
             secret = cast(dict[str, str], core.read_namespaced_secret(SECRET, NAMESPACE).data)
-            hooks = reg.read_mutating_webhook_configuration(FULLNAME).webhooks
+            hooks = present(reg.read_mutating_webhook_configuration(FULLNAME).webhooks)
             return secret["ca.crt"], {cast(str, h.client_config.ca_bundle) for h in hooks}
 
         ca, bundles = state()

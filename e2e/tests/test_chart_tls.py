@@ -29,7 +29,7 @@ import trustme
 from kubernetes import client
 
 from e2e.harness import chart
-from e2e.harness.cluster import BinaryNotFound, ClusterHandle, cert_manager
+from e2e.harness.cluster import BinaryNotFound, ClusterHandle, cert_manager, name_of, present
 from e2e.harness.coscheduler import Coscheduler, project_secret
 from e2e.harness.scenario import Scenario
 
@@ -135,13 +135,13 @@ def secret_data(api: client.ApiClient) -> dict[str, str]:
 
 def injected_ca(api: client.ApiClient, configuration: str = FULLNAME) -> str:
     reg = client.AdmissionregistrationV1Api(api)
-    hook = reg.read_mutating_webhook_configuration(configuration).webhooks[0]
+    hook = present(reg.read_mutating_webhook_configuration(configuration).webhooks)[0]
     return str(hook.client_config.ca_bundle or "")
 
 
 def webhook_configurations(api: client.ApiClient) -> list[str]:
     reg = client.AdmissionregistrationV1Api(api)
-    return [m.metadata.name for m in reg.list_mutating_webhook_configuration().items]
+    return [name_of(m) for m in reg.list_mutating_webhook_configuration().items]
 
 
 def leaf(pem: str) -> str:
