@@ -15,7 +15,7 @@ from controller.core.basics import names
 from controller.core.basics.times import parse_time
 from e2e.harness import capacity, faults
 from e2e.harness import tekton_runs as tr
-from e2e.harness.cluster import ClusterHandle
+from e2e.harness.cluster import ClusterHandle, present
 from e2e.harness.coscheduler import Coscheduler
 from e2e.harness.runs import Runs, assert_co_located, assert_untouched
 from e2e.harness.tekton_runs import FAN_OUT, FETCH, PUBLISH, PodRecorder
@@ -111,7 +111,7 @@ def team_limits(s: Runs) -> None:
         "limits": [{"type": "Container", "defaultRequest": {"cpu": "100m"}}]}})
     s.core.create_namespaced_resource_quota(s.ns, {"metadata": {"name": "team"}, "spec": {  # type: ignore[arg-type]
         "hard": {"requests.cpu": "3500m"}}})
-    s.cluster.wait_for(lambda: (s.core.read_namespaced_resource_quota("team", s.ns).status.used),
+    s.cluster.wait_for(lambda: present(s.core.read_namespaced_resource_quota("team", s.ns).status).used,
                        timeout=30, what="quota counted")
 
 
@@ -187,7 +187,7 @@ def test_a_run_larger_than_any_node_it_may_use_is_anchored_at_once_and_takes_tur
                                                   if p.task == FETCH and p.bound_at), None),
                                    timeout=60, what="fetch bound")
         assert tr.outcome(s.done(run, timeout=180)) == ("True", "Succeeded")
-        print(f"fetch bound {fetch.bound_at - made:.1f} s after the run was made")
+        print(f"fetch bound {present(fetch.bound_at) - made:.1f} s after the run was made")
         assert (fetch.bound_at or 0) - made < 5
         assert {p.node for p in s.recorder.pods(uid)} == {anchor}
         said = s.said(run, "PeakLargerThanNodes", timeout=5)
