@@ -14,7 +14,7 @@ from kubernetes import client
 
 from controller.core.basics import names
 from controller.core.placement import budget
-from e2e.harness.cluster import ClusterHandle, read_versions
+from e2e.harness.cluster import ClusterHandle, name_of, present, read_versions
 from e2e.harness.cluster import tekton as tekton_cluster
 from e2e.harness.coscheduler import Coscheduler
 from e2e.harness.scenario import Scenario
@@ -50,7 +50,7 @@ def test_pod_bound_elsewhere_is_counted_as_misplaced(enabled: Scenario, nodes: l
     rogue = s.task_pod(run, "preset", claims=())
     s.core.delete_namespaced_pod(rogue, s.ns, grace_period_seconds=0)
     s.cluster.wait_for(lambda: not [p for p in s.core.list_namespaced_pod(s.ns).items
-                                    if p.metadata.name == rogue], timeout=30, what="pod deleted")
+                                    if name_of(p) == rogue], timeout=30, what="pod deleted")
     # ...so a misplaced pod can only come from outside it: a pod created with nodeName set.
     body = s.pod(pod)
     for key in ("uid", "resourceVersion", "creationTimestamp", "managedFields"):
@@ -62,14 +62,14 @@ def test_pod_bound_elsewhere_is_counted_as_misplaced(enabled: Scenario, nodes: l
     s.core.create_namespaced_pod(s.ns, body)  # type: ignore[arg-type]
     s.cluster.wait_for(lambda: coscheduler.metric("tekton_coscheduler_misplaced_pods_total") > before,
                        timeout=30, what="misplaced pod counted")
-    assert other in wait_event(s, "PodMisplaced").message
+    assert other in present(wait_event(s, "PodMisplaced").message)
 
 
 def test_balloon_no_node_fits_is_said_at_once(enabled: Scenario, coscheduler: Coscheduler) -> None:
     s = enabled
     run = s.run(workspaces=[{"name": "w", "emptyDir": {}}], pod_template={"nodeSelector": {"pool": "nowhere"}})
     event = wait_event(s, "BalloonUnschedulable", timeout=20)
-    assert "node" in event.message and event.type == "Warning"
+    assert "node" in present(event.message) and event.type == "Warning"
     assert coscheduler.metric("tekton_coscheduler_balloon_problems_total", reason="unschedulable") >= 1
     s.finish(run)
 
@@ -80,11 +80,11 @@ def test_a_balloon_pod_the_quota_refuses_is_said_with_the_quota_s_words(enabled:
     s = enabled
     s.core.create_namespaced_resource_quota(s.ns, {"metadata": {"name": "no-pods"},  # type: ignore[arg-type]
                                                    "spec": {"hard": {"pods": "0"}}})
-    s.cluster.wait_for(lambda: (s.core.read_namespaced_resource_quota("no-pods", s.ns).status.hard),
+    s.cluster.wait_for(lambda: present(s.core.read_namespaced_resource_quota("no-pods", s.ns).status).hard,
                        timeout=30, what="quota counted")
     s.run(workspaces=[{"name": "w", "emptyDir": {}}])
     event = wait_event(s, "BalloonNotPlaced", timeout=60)
-    assert "exceeded quota" in event.message and "the run's pods wait" in event.message
+    assert "exceeded quota" in present(event.message) and "the run's pods wait" in present(event.message)
 
 
 def test_a_budget_of_another_s_holding_our_name_is_said_on_the_run(enabled: Scenario) -> None:
@@ -96,7 +96,7 @@ def test_a_budget_of_another_s_holding_our_name_is_said_on_the_run(enabled: Scen
         "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}})
     run = s.run(workspaces=[{"name": "w", "emptyDir": {}}])
     event = wait_event(s, "BalloonUnprotected", timeout=30)
-    assert "did not make" in event.message and event.type == "Warning"
+    assert "did not make" in present(event.message) and event.type == "Warning"
     s.finish(run)
 
 
@@ -121,7 +121,7 @@ def test_balloon_refused_by_quota_is_said(enabled: Scenario, coscheduler: Cosche
     s.cluster.wait_for(lambda: refused_statefulset(s), timeout=30, what="the quota enforced")
     run = s.run(workspaces=[{"name": "w", "emptyDir": {}}])
     event = wait_event(s, "BalloonCreateFailed")
-    assert "403" in event.message and "quota" in event.message.lower()
+    assert "403" in present(event.message) and "quota" in present(event.message).lower()
     assert s.balloons(run) == []
 
 
@@ -136,7 +136,7 @@ def test_policy_topology_key_reaches_the_pods_and_status_is_reported(enabled: Sc
     assert (cond["status"], cond["reason"]) == ("False", "Superseded")
     run = s.run(workspaces=[{"name": "w", "emptyDir": {}}])
     anchor = s.balloon_node(run)
-    zone = s.core.read_node(anchor).metadata.labels["topology.kubernetes.io/zone"]
+    zone = present(present(s.core.read_node(anchor).metadata).labels)["topology.kubernetes.io/zone"]
 
     def patched_term() -> list[dict[str, object]] | None:
         pod = s.task_pod(run, f"t{uuid.uuid4().hex[:4]}", claims=())
@@ -146,8 +146,8 @@ def test_policy_topology_key_reaches_the_pods_and_status_is_reported(enabled: Sc
     terms = s.cluster.wait_for(patched_term, timeout=10, what="pod with a term")
     assert terms[0]["topologyKey"] == "topology.kubernetes.io/zone"
     pods = [p for p in s.core.list_namespaced_pod(s.ns, label_selector="tekton.dev/taskRun").items]
-    bound = [s.pod_node(p.metadata.name) for p in pods]
-    assert {s.core.read_node(n).metadata.labels["topology.kubernetes.io/zone"] for n in bound} == {zone}
+    bound = [s.pod_node(name_of(p)) for p in pods]
+    assert {present(present(s.core.read_node(n).metadata).labels)["topology.kubernetes.io/zone"] for n in bound} == {zone}
 
 
 def test_isolation_required_keeps_two_runs_apart(enabled: Scenario, nodes: list[str]) -> None:
@@ -209,7 +209,7 @@ def test_tekton_assistant_on_stops_new_balloons_and_is_said(
         events = cluster.wait_for(lambda: [
             e for e in s.core.list_namespaced_event(tekton_cluster.NAMESPACE).items
             if e.reason == "TektonAffinityAssistantOn"], timeout=20, what="Event on feature-flags")
-        assert "coschedule" in events[0].message
+        assert "coschedule" in present(events[0].message)
     finally:
         tekton_cluster.configure(cluster, None)
     cluster.wait_for(lambda: coscheduler.metric("tekton_coscheduler_tekton_affinity_assistant_enabled") == 0,
