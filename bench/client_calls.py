@@ -111,7 +111,8 @@ def measure(ways: dict[str, dict[str, Callable[[str, dict[str, Any]], Any]]],
     spent: dict[str, dict[str, list[float]]] = {w: {k: [] for k in KINDS} for w in ways}
     for i in range(calls):
         for way, made_by in ways.items():
-            name, made = f"{way.replace(' ', '-')}-{i}", dict[str, Any]()
+            name = f"{way.replace(' ', '-')}-{i}"
+            made: dict[str, Any] = {}
             for kind in KINDS:
                 start = time.thread_time()
                 answer = made_by[kind](name, made)

@@ -72,9 +72,9 @@ def test_a_request_of_another_run_neither_wakes_the_run_nor_counts_for_it() -> N
     resolving = operator.estimates.resolving
     reconcile = resolving.reconcile
 
-    def woke(b: Mapping[str, Any]) -> None:
+    def woke(b: Mapping[str, Any]) -> object:
         woken.append(b["metadata"]["uid"])
-        reconcile(b)
+        return reconcile(b)
 
     resolving.reconcile = woke
     seen(operator, kube, factories.resolution_request(GIT, BUILD, owner_uid="another-run"))
