@@ -111,13 +111,14 @@ class Metrics:
         )
         self.events_waiting = Gauge(
             f"{PREFIX}_events_waiting",
-            "Runs and pods with an event waiting for a handler thread (the leader falling "
-            "behind shows here first)",
+            "Keys of the leader's work queue (a run, whose own events and its pods' are one "
+            "key; a sweep; a policy) with work waiting for a handler thread (the leader "
+            "falling behind shows here first)",
             registry=r,
         )
         self.events_oldest_seconds = Gauge(
             f"{PREFIX}_events_oldest_seconds",
-            "Seconds the longest-waiting object of the leader's work queue has waited (to run, "
+            "Seconds the longest-waiting key of the leader's work queue has waited (to run, "
             "or to be tried again after a failure)",
             registry=r,
         )
@@ -143,7 +144,8 @@ class Metrics:
         )
         self.events_superseded = Counter(
             f"{PREFIX}_events_superseded",
-            "Events skipped because a newer one of the same object came before their turn",
+            "Events that joined work of their key already waiting for its turn (a newer event "
+            "of the same object replacing the older there)",
             registry=r,
         )
         self.admissions = Counter(

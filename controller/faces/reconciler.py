@@ -107,11 +107,11 @@ async def resync_forever(
 
 
 async def watch_anchors_forever(operator: Operator, interval: float) -> None:
-    """Pods waiting past their grace period, anchors that could not move and may now."""
+    """Pods waiting past their grace period. (Anchors that could not move are looked at again
+    on the work queue, under their run's key: operator/anchors.py.)"""
     while True:
         try:
             await asyncio.to_thread(operator.waiting.check)
-            await asyncio.to_thread(operator.anchors.recheck)
         except Exception:
             log.exception("anchor watch failed")
         await asyncio.sleep(interval)

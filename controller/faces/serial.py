@@ -1,16 +1,17 @@
-"""The leader's one work queue: many objects' events on a few threads, one object's one at a
-time and in order, the newest replacing one not yet begun (what kopf's per-object workers and
-batching gave), and a failed one tried again with a backoff of its own (client-go's rate-limited
-workqueue).
+"""The leader's one work queue: many keys' work on a few threads, one key's at a time and in
+order, the newest joining (or replacing) what waits and is not yet begun (what kopf's per-object
+workers and batching gave), a failed one tried again with a backoff of its own (client-go's
+rate-limited workqueue), and work put for later (controller-runtime's RequeueAfter).
 
-A run's events, a pod's, and the resync's looks at runs all come here, keyed by the object's
-uid: whatever a handler raises is judged in one place (kube/errors.py). A transient failure
-puts the object back after its backoff (milliseconds first, doubling while it keeps failing,
-never less than the API server's Retry-After: core/replica/backoff.py), unless a newer event of it
-came meanwhile, which then runs at once; success forgets its failures. A permanent one is said and
-dropped. No failure holds up another object, and none waits for an unrelated event to be tried
-again. The handlers here are run again on any replay, so skipping an event that a newer one of
-the same object superseded loses nothing: the newer carries the object as it is now.
+A run's events, its pods', and every look at it come here under the run's key
+(faces/streams.py merges them: each object's newest, in order): whatever a handler raises is
+judged in one place (kube/errors.py). A transient failure puts the key's work back after its
+backoff (milliseconds first, doubling while it keeps failing, never less than the API server's
+Retry-After: core/replica/backoff.py), unless newer work of the key came meanwhile, which then
+runs at once, the failed work merged into it; success forgets its failures. A permanent one is
+said and dropped. No failure holds up another key, and none waits for an unrelated event to be
+tried again. The handlers here are run again on any replay, so skipping an event that a newer
+one of the same object superseded loses nothing: the newer carries the object as it is now.
 
 Why this shape: the Serial threads already gave per-object order and coalescing, which is what
 client-go's queue gives (its dirty and processing sets); what it lacked was the requeue after a
@@ -42,8 +43,13 @@ class Serial(Generic[Event]):
     def __init__(self, handle: Callable[[Event], None], workers: int, name: str,
                  metrics: Metrics | None = None,
                  classify: Callable[[BaseException], errors.Failure] = errors.classify,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 merge: Callable[[Event, Event], Event] | None = None) -> None:
         self._handle = handle
+        # How a key's newer event joins the one waiting (None: it replaces it). A key that
+        # stands for more than one object (a run: its own events and its pods') merges, so
+        # that no object's newest event is lost to another's.
+        self._merge = merge
         self._workers = workers
         self._name = name
         self._classify = classify
@@ -55,6 +61,10 @@ class Serial(Generic[Event]):
         self._due: dict[str, float] = {}  # keys waiting out a backoff -> when it ends
         self._later: list[tuple[float, str]] = []  # (due, key), a heap; stale ones skipped
         self._failures: dict[str, int] = {}  # failures in a row, by key
+        # Work put for later (a wait that a plan asked for, as controller-runtime's
+        # RequeueAfter): (due, order, key, event), a heap; put when due, as put() puts.
+        self._deferred: list[tuple[float, int, str, Event]] = []
+        self._deferrals = 0
         self._busy: set[str] = set()
         self._cond = threading.Condition()
         self._stopped = False
@@ -76,19 +86,35 @@ class Serial(Generic[Event]):
 
     def put(self, key: str, event: Event, replace: bool = True) -> None:
         """`event` for `key`; with `replace` False it is dropped if one of the key is already
-        waiting (a resync's look at a run never replaces a watch event of it)."""
+        waiting (a resync's look at a run never replaces a watch event of it). With a merge,
+        it joins the waiting one (the merge decides what replaces what)."""
         with self._cond:
-            if key in self._pending:
-                if not replace:
-                    return
-                self._superseded.inc()
-            else:
-                self._since[key] = self._clock()
-            self._pending[key] = event
-            if self._due.pop(key, None) is not None or (
-                    key not in self._busy and key not in self._readied):
-                self._make_ready(key)  # a newer event does not wait out an older's backoff
+            self._put(key, event, replace)
             self._cond.notify()
+
+    def put_after(self, key: str, event: Event, seconds: float) -> None:
+        """`event` for `key` in `seconds`: put then as `put` puts it (a newer event of the key
+        does not wait for it, nor does it replace one)."""
+        with self._cond:
+            self._deferrals += 1
+            heapq.heappush(self._deferred,
+                           (self._clock() + seconds, self._deferrals, key, event))
+            self._cond.notify()
+
+    def _put(self, key: str, event: Event, replace: bool = True) -> None:
+        """put(), the lock held."""
+        if key in self._pending:
+            if self._merge is not None:
+                event = self._merge(self._pending[key], event)
+            elif not replace:
+                return
+            self._superseded.inc()
+        else:
+            self._since[key] = self._clock()
+        self._pending[key] = event
+        if self._due.pop(key, None) is not None or (
+                key not in self._busy and key not in self._readied):
+            self._make_ready(key)  # a newer event does not wait out an older's backoff
 
     def backlog(self) -> int:
         """Objects with an event waiting (to run, or to be tried again)."""
@@ -114,6 +140,9 @@ class Serial(Generic[Event]):
                     if self._due.get(key) == due:
                         del self._due[key]
                         self._make_ready(key)
+                while self._deferred and self._deferred[0][0] <= now:
+                    _, _, key, deferred = heapq.heappop(self._deferred)
+                    self._put(key, deferred, replace=False)
                 if self._stopped:
                     return None
                 if self._ready:
@@ -122,7 +151,8 @@ class Serial(Generic[Event]):
                     self._busy.add(key)
                     self._since.pop(key, None)
                     return key, self._pending.pop(key), self._failures.get(key, 0)
-                self._cond.wait(self._later[0][0] - now if self._later else None)
+                wakes = [h[0][0] for h in (self._later, self._deferred) if h]
+                self._cond.wait(min(wakes) - now if wakes else None)
 
     def _done(self, key: str, event: Event, failure: errors.Failure | None) -> None:
         with self._cond:
@@ -136,6 +166,8 @@ class Serial(Generic[Event]):
                 heapq.heappush(self._later, (due, key))
             else:
                 self._failures[key] = self._failures.get(key, 0) + 1
+                if self._merge is not None:  # what failed joins what came meanwhile
+                    self._pending[key] = self._merge(event, self._pending[key])
             if key in self._pending and key not in self._due:
                 self._make_ready(key)  # came while this one was handled: its turn now
             self._cond.notify()

@@ -7,7 +7,7 @@ Operator and decides nothing, as the kopf handlers do.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from controller.core.basics import names
@@ -15,8 +15,10 @@ from controller.core.model import tekton
 from controller.core.placement import mark
 from controller.core.replica import glance
 from controller.faces.serial import Serial
+from controller.kube import errors
 from controller.kube.client import Kube
 from controller.kube.clusterview import Facts, switched_on
+from controller.kube.fencing import NotLeading
 from controller.kube.intake import Intake, Obj
 from controller.kube.reflector import start_thread
 from controller.metrics import Metrics
@@ -25,6 +27,43 @@ from controller.operator.runs import Operator
 # Threads that run the handlers: kopf's pool here was min(32, cores + 4), six on two cores.
 WORKERS = 6
 Handler = Callable[[str, Mapping[str, Any]], None]
+# One key's work: its calls in the order their slots first came, each slot (the run's own
+# events, one of its pods', ...) holding its newest call, and whether that call replaces one
+# waiting in its slot (a watch event does; a resync's look does not).
+Call = tuple[Handler, str, Mapping[str, Any]]
+Work = tuple[tuple[Hashable, Call, bool], ...]
+
+
+def merge(waiting: Work, newer: Work) -> Work:
+    """A key's newer work joined to what waits: one call per slot, the newest, except that a
+    call that does not replace (a look) leaves the waiting one in its slot."""
+    slots = {slot: (call, replaces) for slot, call, replaces in waiting}
+    for slot, call, replaces in newer:
+        if replaces or slot not in slots:
+            slots[slot] = (call, replaces)
+    return tuple((slot, call, replaces) for slot, (call, replaces) in slots.items())
+
+
+def work(slot: Hashable, handler: Handler, kind: str, obj: Mapping[str, Any],
+         replaces: bool = True) -> Work:
+    return ((slot, (handler, kind, obj), replaces),)
+
+
+def handle(work_: Work) -> None:
+    """Each call of a key's work, in order. One that fails holds up none after it (a pod's
+    deletion must not wait out the backoff of its run's failing event): each is made, and
+    then the failure the queue may mend, if any, is raised for it to try the work again
+    (every call may be replayed)."""
+    failed: list[Exception] = []
+    for _, (handler, kind, obj), _ in work_:
+        try:
+            handler(kind, obj)
+        except NotLeading:
+            raise  # this replica stops acting
+        except Exception as exc:
+            failed.append(exc)
+    if failed:
+        raise next((exc for exc in failed if errors.classify(exc).retry), failed[0])
 
 
 # What the pod watches ask the API server for, one watch each: our balloon and reservation
@@ -43,6 +82,15 @@ POD_SELECTORS = {
 
 def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return (obj.get("metadata") or {}).get("labels") or {}
+
+
+def _run_uid(labels: Mapping[str, Any]) -> str:
+    """The uid of the run a pod belongs to: our pods name it, Tekton's TaskRun pods carry it."""
+    ours = labels.get(names.LABEL_RUN_UID)
+    if ours:
+        return str(ours)
+    run = tekton.task_run_pod_run(labels)
+    return run.uid if run is not None else ""
 
 
 def concerns(op: Operator, namespace: str, run_uid: str, labels: Mapping[str, Any]) -> bool:
@@ -67,19 +115,22 @@ class Streams:
         self.operator = operator
         self.kube = kube
         operator.submit = self.submit_run
-        self.work: Serial[tuple[Handler, str, Mapping[str, Any]]] = Serial(
-            lambda e: e[0](e[1], e[2]), workers, "handler", metrics)
+        operator.enqueue = self.enqueue
+        # One key per run: its own events, its pods' and the looks at it are handled one at a
+        # time, in order, each object's newest (a pod not of a run known by uid: its own key).
+        self.work: Serial[Work] = Serial(handle, workers, "handler", metrics, merge=merge)
         # Always decoded: runs and pods carrying our mark (a run anchored before its namespace
         # opted out), and our own pods.
         marked = (glance.marker(names.LABEL_ANCHORED),)
         pod_markers = (*marked, glance.marker(names.LABEL_MANAGED_BY, names.APP),
                        glance.marker(names.LABEL_TIED))
         ours = functools.partial(may_concern, operator)
+        runs, pods = self._to(self.on_run, of_run=False), self._to(self.on_pod, of_run=True)
         self.intakes = [
             Intake("pipelineruns", kube.custom.list_cluster_custom_object,
-                   (tekton.GROUP, tekton.VERSION, "pipelineruns"), self._to(self.on_run),
+                   (tekton.GROUP, tekton.VERSION, "pipelineruns"), runs,
                    ours, markers=marked, metrics=metrics, timeout=timeout),
-            *(Intake(name, kube.core.list_pod_for_all_namespaces, (), self._to(self.on_pod),
+            *(Intake(name, kube.core.list_pod_for_all_namespaces, (), pods,
                      ours, markers=pod_markers, metrics=metrics,
                      timeout=timeout, label_selector=selector)
               for name, selector in POD_SELECTORS.items()),
@@ -93,8 +144,8 @@ class Streams:
         just after the label, or before it) would otherwise wait for its next event, and a
         pending or hand-made run may have none: it would wait silently."""
         for namespace in switched_on(old, new):
-            self.work.put(f"namespace/{namespace}", (self.on_switched_on, "SWITCHED_ON",
-                                                     {"metadata": {"name": namespace}}))
+            self.work.put(f"namespace/{namespace}", work(
+                "list", self.on_switched_on, "SWITCHED_ON", {"metadata": {"name": namespace}}))
 
     def on_switched_on(self, _: str, namespace: Mapping[str, Any]) -> None:
         for body in self.kube.list_pipelineruns(namespace["metadata"]["name"]):
@@ -106,14 +157,26 @@ class Streams:
         run's key, behind (never instead of) an event of the run already waiting."""
         # The body itself, never a copy: a look at a live run checks it is still the one the
         # live runs hold (Operator.look), by identity.
-        self.work.put(uid, (self.on_resync, "LISTED" if listed else "RESYNC", body),
-                      replace=False)
+        self.work.put(uid, work("run", self.on_resync, "LISTED" if listed else "RESYNC", body,
+                                replaces=False))
 
-    def _to(self, handler: Handler) -> Callable[[str, Obj], None]:
+    def enqueue(self, key: str, slot: Hashable, act: Callable[[], None], seconds: float) -> None:
+        """Work of a run (Operator.soon) under its key: now, or in `seconds`; one already
+        waiting in its slot is not replaced."""
+        item = work(slot, lambda _kind, _obj: act(), "LOOK", {}, replaces=False)
+        if seconds > 0:
+            self.work.put_after(key, item, seconds)
+        else:
+            self.work.put(key, item)
+
+    def _to(self, handler: Handler, of_run: bool) -> Callable[[str, Obj], None]:
+        """Puts a watch event on the queue under its run's key (`of_run`: the object is a pod,
+        keyed by the run its labels name), in the slot of the object itself."""
         def put(kind: str, obj: Obj) -> None:
             meta = obj.get("metadata") or {}
-            key = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
-            self.work.put(key, (handler, kind, obj))
+            own = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+            run = _run_uid(_labels(obj)) if of_run else ""
+            self.work.put(run or own, work(("pod", own) if of_run else "run", handler, kind, obj))
         return put
 
     def start(self) -> None:

@@ -13,7 +13,7 @@ task that runs there (a new leader's pod watch replaying the cluster).
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -32,6 +32,10 @@ from controller.operator.placement import Placement
 from controller.operator.podindex import PodIndex
 
 log = structlog.get_logger(__name__)
+# Seconds after which an anchor that had to stay is looked at again: with the grace periods
+# (15-20 s) a run whose anchor cannot move is told within 30 s, and moves within RECHECK of the
+# last pod that held it ending.
+RECHECK = 5.0
 
 
 class AnchorGuard:
@@ -42,6 +46,7 @@ class AnchorGuard:
         placement: Placement,
         metrics: Metrics,
         executor: Executor,
+        soon: Callable[[str, Hashable, Callable[[], None], float], None] | None = None,
     ) -> None:
         self.kube = kube
         self.index = index
@@ -50,6 +55,10 @@ class AnchorGuard:
         self.executor = executor
         self._nodes: dict[str, Mapping[str, Any] | None] = {}  # as the node watch last saw them
         self._blocked: dict[str, str] = {}  # run uid -> node it cannot leave yet
+        # Puts a look at a run's anchor on the leader's work queue, under the run's key, now or
+        # in some seconds (Operator.soon); None: looked at in place, and again by `recheck`.
+        self.soon = soon
+        self._again: set[str] = set()  # runs with a look put for later
         self._lock = threading.Lock()
 
     def on_node(self, node: Mapping[str, Any], deleted: bool = False) -> None:
@@ -57,7 +66,7 @@ class AnchorGuard:
         with self._lock:
             self._nodes[name] = None if deleted else node
         for run_uid in self.index.anchored_on(name):
-            self.look_at(run_uid)
+            self._look(run_uid)
 
     def on_balloon_pod(self, pod: Mapping[str, Any], deleted: bool) -> None:
         """A balloon pod the watch shows bound to a node already known unavailable: its anchor
@@ -75,7 +84,7 @@ class AnchorGuard:
         if nodes.unavailable(known, tolerations) is not None:
             uid = str(((pod.get("metadata") or {}).get("labels") or {}).get(names.LABEL_RUN_UID)
                       or "")
-            self.look_at(uid)
+            self._look(uid)
 
     def nodes(self) -> list[Mapping[str, Any]]:
         """Every node as the node watch last saw it."""
@@ -83,18 +92,47 @@ class AnchorGuard:
             return [n for n in self._nodes.values() if n is not None]
 
     def recheck(self) -> None:
-        """Every few seconds: anchors that could not move may be free now."""
+        """Anchors that could not move may be free now (without a queue: see `soon`)."""
         with self._lock:
             blocked = list(self._blocked)
         for run_uid in blocked:
             self.look_at(run_uid)
-        self.metrics.anchor_blocked.set(len(self._blocked))
+
+    def _look(self, run_uid: str) -> None:
+        """The run's anchor looked at: on the queue, under the run's key (a node's event comes
+        in the node watch's thread, which never writes), or in place without one."""
+        if self.soon is None:
+            self.look_at(run_uid)
+        else:
+            self.soon(run_uid, "anchor", lambda: self.look_at(run_uid), 0.0)
+
+    def _again_later(self, run_uid: str, node: str) -> None:
+        """The anchor stays on a node that cannot keep it: looked at again in RECHECK seconds,
+        once however often it is found so meanwhile."""
+        with self._lock:
+            self._blocked[run_uid] = node
+            self.metrics.anchor_blocked.set(len(self._blocked))
+            if self.soon is None or run_uid in self._again:
+                return
+            self._again.add(run_uid)
+
+        def again() -> None:
+            with self._lock:
+                self._again.discard(run_uid)
+            self.look_at(run_uid)
+
+        self.soon(run_uid, "anchor again", again, RECHECK)
+
+    def _unblock(self, run_uid: str) -> str | None:
+        with self._lock:
+            node = self._blocked.pop(run_uid, None)
+            self.metrics.anchor_blocked.set(len(self._blocked))
+            return node
 
     def look_at(self, run_uid: str) -> None:
         pod = self.index.balloon(run_uid)
         if pod is None or not pod.node:
-            with self._lock:
-                self._blocked.pop(run_uid, None)
+            self._unblock(run_uid)
             return
         with self._lock:
             known = pod.node in self._nodes
@@ -103,9 +141,8 @@ class AnchorGuard:
             return  # the node watch has not told us of it yet
         reason = nodes.unavailable(node, pod.tolerations)
         if reason is None:
-            with self._lock:
-                if self._blocked.pop(run_uid, None) is not None:
-                    self.executor.do(Unsay((run_uid, pod.node), "AnchorNodeUnavailable"))
+            if self._unblock(run_uid) is not None:
+                self.executor.do(Unsay((run_uid, pod.node), "AnchorNodeUnavailable"))
             return
         try:
             claims = {
@@ -123,18 +160,15 @@ class AnchorGuard:
                 decision = anchor.decide(replace(situation, pods=there))
         except ApiError as exc:  # looked at again with the blocked ones
             log.warning("anchor not decided: a read failed", error=api_message(exc), run=run_uid)
-            with self._lock:
-                self._blocked[run_uid] = pod.node
+            self._again_later(run_uid, pod.node)
             return
         ref = pipelinerun_ref(pod.run_name, pod.namespace, run_uid)
         if decision.verb is anchor.Verb.STAY:
-            with self._lock:
-                self._blocked[run_uid] = pod.node
+            self._again_later(run_uid, pod.node)
             if decision.notice is not None:
                 self.executor.do(Say(ref, decision.notice, (run_uid, pod.node)))
             return
-        with self._lock:
-            self._blocked.pop(run_uid, None)
+        self._unblock(run_uid)
         self.placement.expect_move(run_uid, pod.node, reason)
         log.info("moving an anchor", run=f"{pod.namespace}/{pod.run_name}", node=pod.node,
                  reason=reason, force=decision.force)

@@ -77,6 +77,19 @@ class Observer:
             notices=said,
         ), src
 
+    def fresh(self, run: tekton.PipelineRun) -> Mapping[str, Any] | None:
+        """The body we decided on may be old: a resync's snapshot. Making a balloon for a run
+        that has since ended would leave one that no event deletes soon, so the API server is
+        asked once more before a balloon is made or re-planned from one (a watch event's body
+        is not: a newer event of the run is decided after it, faces/serial.py). The same body
+        when the run is still live, else the API server's (None: gone)."""
+        fresh = self.kube.get_pipelinerun(run.namespace, run.name)
+        if fresh is None:
+            return None
+        now = tekton.PipelineRun.from_body(fresh)
+        live = now.uid == run.uid and not (now.finished or now.pending or now.opted_out)
+        return run.raw if live else fresh
+
     def _claims(self, run: tekton.PipelineRun, named: set[str]) -> Sequence[Mapping[str, Any]]:
         """The claims the run owns or names (the cache's indexes), or, before the cache is
         synced, the namespace's."""

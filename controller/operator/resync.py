@@ -16,6 +16,7 @@ anything is deleted.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -61,10 +62,7 @@ class Resync:
         other and never the round's tail, each of whose steps is on its own too."""
         op = self.operator
         # Balloons before runs: a balloon seen now belongs to a run made earlier.
-        caches = op.caches
-        balloons = caches.balloons() if caches is not None and caches.synced else (
-            op.kube.list_balloons()
-        )
+        balloons = self._balloons()
         since = self.last_round
         listed = not self.seeded
         if listed:
@@ -87,16 +85,22 @@ class Resync:
         op.metrics.oldest_unanchored.set(self._oldest_unanchored(live))
         waiting = [placed for sts in balloons
                    if (placed := self._step("balloon", self._balloon, sts, live))]
-        self._step("unplaced", op.unplaced.check, waiting)
+        # The rest is work put on the queue, each under the key it concerns (a run's, or the
+        # sweep's own): the round itself only reads.
+        self._soon("unplaced", functools.partial(op.unplaced.check, waiting))
         for uid in live:  # the reservations' waits run out between events
-            self._step("reservation", op.tend_room, uid)
-        self._step("moves", op.placement.flush_moves)
-        self._step("gates", op.gates.tend)
-        self._step("budgets", op.budgets.tend, balloons, op.view.facts)
-        self._step("orphan reservations", op.capacity.release_orphans, live)
+            self._soon("room", functools.partial(op.tend_room, uid), uid)
+        self._soon("moves", op.placement.flush_moves)
+        self._soon("gates", op.gates.tend)
+        # Read again when the sweep runs, not from this round's reading: a run that became live
+        # meanwhile must not lose its reservation, nor a namespace its budget.
+        self._soon("budgets", lambda: op.budgets.tend(self._balloons(), op.view.facts))
+        self._soon("orphan reservations", lambda: op.capacity.release_orphans(op.live))
         op.metrics.balloons_active.set(len(balloons))
         for obj in op.view.facts.policy_objects:
-            self._step("policy status", op.policies.report, obj, cached=True)
+            meta = obj.get("metadata") or {}
+            self._soon(f"policy/{meta.get('namespace')}/{meta.get('name')}",
+                       functools.partial(op.policies.report, obj, cached=True))
         op.settled.next_round()
         op.metrics.resync_rounds.inc()
         self.last_round = time.monotonic()
@@ -110,6 +114,20 @@ class Resync:
             if made is not None and not run.pending and not self.operator.index.anchor(uid):
                 oldest = max(oldest, (now - made).total_seconds())
         return oldest
+
+    def _balloons(self) -> Sequence[Mapping[str, Any]]:
+        caches = self.operator.caches
+        if caches is not None and caches.synced:
+            return caches.balloons()
+        return self.operator.kube.list_balloons()
+
+    def _soon(self, what: str, act: Callable[[], None], run_uid: str = "") -> None:
+        """Work of the round on the queue, under its run's key, or a key of its own for a
+        sweep over many (without a queue: in place, a failure said and the round going on)."""
+        if self.operator.enqueue is not None:
+            self.operator.soon(run_uid or what, what, act)
+        else:
+            self._step(what, act)
 
     def _step(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
         """A step of the round's tail: a failure is said and counted, and the round goes on
@@ -136,9 +154,10 @@ class Resync:
             fresh = op.kube.get_pipelinerun(sts["metadata"]["namespace"], name) if name else None
             owner = tekton.PipelineRun.from_body(fresh) if fresh else None
             if owner is None or owner.uid != uid:
-                op.balloons.delete(sts, "orphan")
+                self._soon("balloon", functools.partial(op.balloons.delete, sts, "orphan"), uid)
             elif owner.finished:
-                op.balloons.delete(sts, "run finished")
+                self._soon("balloon", functools.partial(op.balloons.delete, sts, "run finished"),
+                           uid)
             elif fresh is not None:
                 self.submit(uid, fresh, True)
             return None

@@ -7,7 +7,7 @@ events harmless.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -66,6 +66,8 @@ class Operator:
         self.live = LiveRuns()
         # Puts a run on the leader's work queue (faces/streams.py sets it): see nudge.
         self.submit: Callable[[str, Mapping[str, Any], bool], None] | None = None
+        # Puts any work of a run on that queue, under the run's key (faces/streams.py): see soon.
+        self.enqueue: Callable[[str, Hashable, Callable[[], None], float], None] | None = None
         self.notifier = Notifier(kube)
         # Every write and Event of the operator goes through it (operator/executor.py).
         self.executor = Executor(kube, self.notifier)
@@ -79,7 +81,8 @@ class Operator:
         self.budgets = Budgets(self.executor, caches)
         self.balloons = Balloons(self.executor, metrics, self.budgets, self.placement)
         self.unplaced = Unplaced(settings, kube, self.index, metrics, self.executor)
-        self.anchors = AnchorGuard(kube, self.index, self.placement, metrics, self.executor)
+        self.anchors = AnchorGuard(kube, self.index, self.placement, metrics, self.executor,
+                                   self.soon)
         self.waiting = WaitingPods(settings, self.index, metrics, self.executor,
                                    self.live.claims_tekton_makes)
         # What a ResolutionRequest's event wakes (in the caches' watch thread) goes on the work
@@ -124,6 +127,17 @@ class Operator:
             self.submit(uid, body, False)
         else:
             self.look(body)
+
+    def soon(self, run_uid: str, slot: Hashable, act: Callable[[], None],
+             seconds: float = 0.0) -> None:
+        """Work of a run on the work queue under the run's key, at once or in `seconds`, so
+        that one worker at a time acts on a run and a failure is retried there; without a
+        queue (the operator alone, in unit tests), done in place, and a later one not at all
+        (the tests ask for it themselves)."""
+        if self.enqueue is not None:
+            self.enqueue(run_uid, slot, act, seconds)
+        elif seconds == 0.0:
+            act()
 
     # -- reservation pods (operator/capacity.py) ----------------------------------------------
 
@@ -252,7 +266,7 @@ class Operator:
             if node is not None:
                 decision = reconcile.decide(replace(observed, balloon_pod_node=node))
         if decision.verb in (Verb.CREATE, Verb.UPDATE) and not newest:
-            fresh = self._fresh(run)
+            fresh = self.observer.fresh(run)
             if fresh is not run.raw:  # the body was old: decided again on the API server's
                 return self._decide_again(run, fresh)
         # What the observation found worth saying is said first, as the decision's own notices.
@@ -276,19 +290,6 @@ class Operator:
         if self.caches is None or not self.caches.synced:
             return True
         return self.caches.balloon(run.namespace, balloon.balloon_name(run.uid)) is not None
-
-    def _fresh(self, run: tekton.PipelineRun) -> Mapping[str, Any] | None:
-        """The body we decided on may be old: a resync's snapshot. Making a balloon for a run
-        that has since ended would leave one that no event deletes soon, so the API server is
-        asked once more before a balloon is made or re-planned from one (a watch event's body
-        is not: a newer event of the run is decided after it, faces/serial.py). The same body
-        when the run is still live, else the API server's (None: gone)."""
-        fresh = self.kube.get_pipelinerun(run.namespace, run.name)
-        if fresh is None:
-            return None
-        now = tekton.PipelineRun.from_body(fresh)
-        live = now.uid == run.uid and not (now.finished or now.pending or now.opted_out)
-        return run.raw if live else fresh
 
     def _decide_again(self, run: tekton.PipelineRun, fresh: Mapping[str, Any] | None
                       ) -> reconcile.Decision:

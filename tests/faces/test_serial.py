@@ -215,3 +215,24 @@ def test_a_denial_is_tried_again_and_worth_saying_only_once_it_has_lasted(
     assert sayable == [False] * (errors.LASTING - 1) + [True, True]
     assert said(metrics, "work_retries_total", reason="denied") == errors.LASTING
     assert not said(metrics, "work_dropped_total", reason="denied")
+
+
+def test_work_put_for_later_comes_when_due_and_never_replaces_a_newer_event() -> None:
+    """A wait a handler asks for (an anchor that must stay, looked at again in a few seconds)
+    is work put for later on the same queue, not a timer of its own."""
+    handled: list[tuple[str, float]] = []
+    done = threading.Semaphore(0)
+
+    def handle(event: str) -> None:
+        handled.append((event, time.monotonic()))
+        done.release()
+
+    work: Serial[str] = Serial(handle, workers=1, name="test")
+    work.start()
+    begun = time.monotonic()
+    work.put_after("a", "a:later", 0.3)
+    work.put("b", "b:now")
+    assert done.acquire(timeout=5) and done.acquire(timeout=5)
+    work.stop()
+    assert [e for e, _ in handled] == ["b:now", "a:later"]
+    assert handled[1][1] - begun >= 0.3

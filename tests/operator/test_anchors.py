@@ -8,7 +8,7 @@ from typing import Any
 from controller.core.placement import balloon
 from controller.kube.client import ApiError
 from controller.metrics import Metrics
-from controller.operator.anchors import AnchorGuard
+from controller.operator.anchors import RECHECK, AnchorGuard
 from controller.operator.executor import Executor
 from controller.operator.podindex import PodIndex
 from tests import factories
@@ -125,4 +125,30 @@ def test_a_balloon_pod_on_its_way_out_is_not_looked_at_again() -> None:
     going["metadata"]["deletionTimestamp"] = "2026-11-27T10:00:00Z"
     watched.index.balloon_event(going, deleted=False)
     watched.on_balloon_pod(going, deleted=False)
+    assert kube.deleted == [BALLOON_POD]
+
+
+def test_a_node_s_event_looks_at_its_runs_on_their_keys_and_a_held_anchor_again_later() -> None:
+    """The node watch's thread never acts on a run: each run anchored on the node is looked at
+    under its own key on the work queue. An anchor that must stay is looked at again a few
+    seconds later, once however often it is found so, and moves as soon as it may."""
+    put: list[tuple[str, Any, float]] = []
+    acts: list[Any] = []
+
+    def soon(key: str, slot: Any, act: Any, seconds: float) -> None:
+        put.append((key, slot, seconds))
+        acts.append(act)
+
+    kube = Kube([task_pod("fetch", "n1")])
+    watched = guard(kube)
+    watched.soon = soon
+    watched.on_node(not_ready("n1"))
+    assert put == [(factories.RUN_UID, "anchor", 0.0)] and kube.deleted == []  # nothing yet
+    acts.pop()()  # the queue's worker: the task still runs there, so the anchor stays
+    assert put[1:] == [(factories.RUN_UID, "anchor again", RECHECK)]
+    watched.on_node(not_ready("n1"))
+    acts.pop()()  # found so again: no second look put for later
+    assert len(put) == 3 and kube.deleted == []
+    kube.pods = []  # the task ended
+    acts.pop()()  # the look put for later
     assert kube.deleted == [BALLOON_POD]

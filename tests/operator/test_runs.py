@@ -539,7 +539,7 @@ def test_a_watch_event_s_body_is_decided_on_as_it_is_a_snapshot_s_is_asked_for_a
     is not asked for the run again before its balloon is made. The resync's snapshot is."""
     operator, kube = make()
     counted = Counting(kube)
-    operator.kube = counted  # type: ignore[assignment]
+    operator.kube = operator.observer.kube = counted  # type: ignore[assignment]
     body = factories.pipelinerun(name="new", uid="new-uid")
     kube.runs["new"] = body
     operator.run_event(body)
@@ -604,3 +604,32 @@ def test_a_read_write_once_claim_is_shared_only_with_the_balloon_of_a_live_run()
     kube.runs["third"] = third
     operator.reconcile_run(third)
     assert "first-uid" not in _required_run_uids(kube, "third-uid")
+
+
+def test_a_resync_round_with_a_queue_only_reads_and_puts_work_under_each_key() -> None:
+    """The resync only enqueues: its round reads, and what it finds to put right (an orphan
+    balloon, a run's reservation, the sweeps) is work on the queue under the key it concerns,
+    done there as any other work of that key."""
+    operator, kube = make()
+    live = factories.pipelinerun(name="live", uid="live-uid")
+    kube.runs["live"] = live
+    operator.reconcile_run(live)
+    orphan = copy.deepcopy(kube.statefulsets[balloon.balloon_name("live-uid")])
+    orphan["metadata"]["name"] = "coschedule-gone"
+    orphan["metadata"]["labels"][names.LABEL_RUN_UID] = "gone-uid"
+    kube.statefulsets["coschedule-gone"] = orphan
+    queued: list[tuple[str, Any, Any]] = []
+    operator.enqueue = lambda key, slot, act, seconds: queued.append((key, slot, act))
+    acted: list[Any] = []
+    do = operator.executor.do
+    operator.executor.do = acted.append  # type: ignore[assignment,method-assign]
+    Resync(operator, submit=lambda uid, body, listed: None)()
+    assert acted == []  # no write, no Event: the round only read
+    keys = {(key, slot) for key, slot, _ in queued}
+    assert ("gone-uid", "balloon") in keys and ("live-uid", "room") in keys
+    assert {"moves", "gates", "budgets", "unplaced"} <= {key for key, _ in keys}
+    assert "coschedule-gone" in kube.statefulsets  # nothing written by the round itself
+    operator.executor.do = do  # type: ignore[method-assign]
+    for _, _, act in queued:  # the queue's workers
+        act()
+    assert set(kube.statefulsets) == {balloon.balloon_name("live-uid")}
