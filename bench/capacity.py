@@ -33,10 +33,11 @@ import random
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client
 
@@ -47,7 +48,7 @@ from controller.core.basics.times import parse_time
 from controller.settings import Settings
 from e2e.harness import capacity, faults
 from e2e.harness import tekton_runs as tr
-from e2e.harness.cluster import LocalCluster, karpenter
+from e2e.harness.cluster import LocalCluster, karpenter, name_of
 from e2e.harness.cluster import tekton as tekton_cluster
 from e2e.harness.coscheduler import Coscheduler, install_crds
 from e2e.harness.figures import percentile
@@ -117,7 +118,7 @@ def runs_of_mode(cluster: LocalCluster, mode: str, args: argparse.Namespace) -> 
                 "apiVersion": "/".join(group), "kind": names.POLICY_KIND,
                 "metadata": {"name": "off"}, "spec": {"capacity": {"anchor": False}}})
             time.sleep(2)  # the operator's policy watch
-        nodes0 = {n.metadata.name for n in client.CoreV1Api(api).list_node().items}
+        nodes0 = {name_of(n) for n in client.CoreV1Api(api).list_node().items}
         made: list[dict[str, Any]] = []
         for i in range(args.runs):
             body = capacity.fan_out(f"{mode[:6]}-{i}-{uuid.uuid4().hex[:4]}", None,
@@ -129,9 +130,8 @@ def runs_of_mode(cluster: LocalCluster, mode: str, args: argparse.Namespace) -> 
         done: dict[str, dict[str, Any]] = {}
         deadline = time.monotonic() + args.timeout
         while len(done) < args.runs and time.monotonic() < deadline:
-            for run in custom.list_namespaced_custom_object(*tr.TEKTON, ns, "pipelineruns")[
-                "items"
-            ]:
+            for run in cast(dict[str, Any], custom.list_namespaced_custom_object(
+                    *tr.TEKTON, ns, "pipelineruns"))["items"]:
                 if tr.outcome(run):
                     done.setdefault(run["metadata"]["name"], run)
             time.sleep(3)
@@ -142,7 +142,7 @@ def runs_of_mode(cluster: LocalCluster, mode: str, args: argparse.Namespace) -> 
                         *tr.TEKTON, ns, "pipelineruns", run["metadata"]["name"],
                         {"spec": {"status": "Cancelled"}})
         result.nodes_added = len(
-            {n.metadata.name for n in client.CoreV1Api(api).list_node().items} - nodes0)
+            {name_of(n) for n in client.CoreV1Api(api).list_node().items} - nodes0)
         for run in made:
             final = done.get(run["metadata"]["name"])
             ok = bool(final and tr.outcome(final) == ("True", "Succeeded"))
@@ -176,10 +176,11 @@ def plot(results: list[Mode], out: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     paths = []
-    for values, what, name in (
+    charts: tuple[tuple[Callable[[Mode], list[float]], str, str], ...] = (
         (lambda r: r.spreads, "seconds between the first and last build bound", "spread"),
         (lambda r: r.durations, "run duration, seconds", "duration"),
-    ):
+    )
+    for values, what, name in charts:
         fig, ax = plt.subplots(figsize=(8, 4))
         for r in results:
             ordered = sorted(values(r))

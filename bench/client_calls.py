@@ -22,10 +22,11 @@ import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import kubernetes
 import orjson
+import urllib3
 
 from controller.kube import connection
 from controller.kube.client import Kube
@@ -75,6 +76,11 @@ def by_path(kube: Kube) -> dict[str, Callable[[str, dict[str, Any]], Any]]:
     }
 
 
+def undecoded(answer: object) -> urllib3.BaseHTTPResponse:
+    """Not preloaded (`raw` below), the client answers urllib3's response, not its model."""
+    return cast(urllib3.BaseHTTPResponse, answer)
+
+
 def generated(api: kubernetes.client.ApiClient) -> dict[str, Callable[[str, dict[str, Any]], Any]]:
     """The same calls as the operator made them before: answers as bytes, decoded by orjson."""
     apps, core = kubernetes.client.AppsV1Api(api), kubernetes.client.CoreV1Api(api)
@@ -84,16 +90,17 @@ def generated(api: kubernetes.client.ApiClient) -> dict[str, Callable[[str, dict
         options = kubernetes.client.V1DeleteOptions(
             propagation_policy="Background",
             preconditions=kubernetes.client.V1Preconditions(uid=made["metadata"]["uid"]))
-        apps.delete_namespaced_stateful_set(name, NS, body=options, **raw).read()
+        undecoded(apps.delete_namespaced_stateful_set(name, NS, body=options, **raw)).read()
 
     return {
-        "create": lambda name, _: orjson.loads(
-            apps.create_namespaced_stateful_set(NS, statefulset(name), **raw).data),
-        "patch": lambda name, _: apps.patch_namespaced_stateful_set(
-            name, NS, {"metadata": {"annotations": {"bench": "1"}}}, **raw).read(),
+        "create": lambda name, _: orjson.loads(undecoded(apps.create_namespaced_stateful_set(
+            NS, statefulset(name), **raw)).data),  # type: ignore[arg-type]
+        "patch": lambda name, _: undecoded(apps.patch_namespaced_stateful_set(
+            name, NS, {"metadata": {"annotations": {"bench": "1"}}}, **raw)).read(),
         "read": lambda name, _: orjson.loads(
-            apps.read_namespaced_stateful_set(name, NS, **raw).data),
-        "event": lambda name, made: core.create_namespaced_event(NS, event(made), **raw).read(),
+            undecoded(apps.read_namespaced_stateful_set(name, NS, **raw)).data),
+        "event": lambda name, made: undecoded(core.create_namespaced_event(
+            NS, event(made), **raw)).read(),  # type: ignore[arg-type]
         "delete": delete,
     }
 
@@ -104,7 +111,8 @@ def measure(ways: dict[str, dict[str, Callable[[str, dict[str, Any]], Any]]],
     spent: dict[str, dict[str, list[float]]] = {w: {k: [] for k in KINDS} for w in ways}
     for i in range(calls):
         for way, made_by in ways.items():
-            name, made = f"{way.replace(' ', '-')}-{i}", {}
+            name = f"{way.replace(' ', '-')}-{i}"
+            made: dict[str, Any] = {}
             for kind in KINDS:
                 start = time.thread_time()
                 answer = made_by[kind](name, made)

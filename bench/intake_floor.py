@@ -35,7 +35,7 @@ from controller.core.replica import glance
 from controller.kube.intake import Intake
 from controller.kube.reflector import open_watch
 from controller.metrics import Metrics
-from e2e.harness.cluster import LocalCluster
+from e2e.harness.cluster import LocalCluster, present
 
 # Tekton's TaskRun pods, as the leader's pod watch selected them before it watched only the pods
 # it serves (faces/streams.py): the floor of reading one pod event, whoever's it is.
@@ -46,7 +46,7 @@ class Reader(threading.Thread):
     """One watch, read again and again in a thread of its own until stopped; its thread's CPU
     time and the events it read."""
 
-    def __init__(self, name: str, once: Callable[[threading.Event], None],
+    def __init__(self, name: str, once: Callable[[threading.Event], object],
                  events: Callable[[], float], size: Callable[[], float] = lambda: 0.0) -> None:
         super().__init__(name=name, daemon=True)
         self.once, self.count, self.size = once, events, size
@@ -128,8 +128,8 @@ def main() -> int:
         with ThreadPoolExecutor(8) as pool:
             for r in range(args.rounds):
                 names = [f"p{r}-{i}" for i in range(args.pods)]
-                list(pool.map(lambda n: core.create_namespaced_pod(ns, tekton_pod(n)), names))
-                cluster.wait_for(lambda: all(p.status.phase == "Running" for p in
+                list(pool.map(lambda n: core.create_namespaced_pod(ns, tekton_pod(n)), names))  # type: ignore[arg-type]
+                cluster.wait_for(lambda: all(present(p.status).phase == "Running" for p in
                                              core.list_namespaced_pod(ns).items),
                                  timeout=120, what="the pods running")
                 list(pool.map(lambda n: core.delete_namespaced_pod(n, ns, grace_period_seconds=0),
@@ -139,11 +139,11 @@ def main() -> int:
         time.sleep(2)
         for reader in readers:
             reader.stopped.set()
-        core.create_namespaced_pod(ns, tekton_pod("last"))  # an event, so that each sees stop
+        core.create_namespaced_pod(ns, tekton_pod("last"))  # type: ignore[arg-type]  # an event, so that each sees stop
         for reader in readers:
             reader.join(30)
         for api in apis:
-            api.close()
+            api.close()  # type: ignore[no-untyped-call]
     read = readers[0]
     size = read.size() / max(read.count(), 1)
     for reader in readers:

@@ -21,7 +21,7 @@ from pathlib import Path
 from kubernetes import client, watch
 
 from bench.admission import rss_mib
-from e2e.harness.cluster import LocalCluster
+from e2e.harness.cluster import LocalCluster, present
 from e2e.harness.cluster import tekton as tekton_cluster
 from e2e.harness.coscheduler import Coscheduler, install_crds
 
@@ -64,9 +64,9 @@ class EventCounter(threading.Thread):
     def run(self) -> None:
         with self.cluster.api_client() as api:
             core = client.CoreV1Api(api)
-            version = core.list_namespaced_pod(self.namespace).metadata.resource_version
+            version = present(core.list_namespaced_pod(self.namespace).metadata).resource_version
             while not self.stopped.is_set():
-                for event in watch.Watch().stream(
+                for event in watch.Watch().stream(  # type: ignore[no-untyped-call]
                     core.list_namespaced_pod,
                     self.namespace,
                     resource_version=version,
@@ -94,8 +94,8 @@ def churn(cluster: LocalCluster, namespace: str, pods: int) -> int:
             )
         cluster.wait_for(
             lambda: (
-                sum(p.status.phase == "Running" for p in core.list_namespaced_pod(namespace).items)
-                == pods
+                sum(present(p.status).phase == "Running"
+                    for p in core.list_namespaced_pod(namespace).items) == pods
             ),
             timeout=300,
             what=f"{pods} pods running",

@@ -45,7 +45,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client
 
@@ -57,7 +57,7 @@ from bench.scale_report import OURS, ModeResult
 from controller.core.basics import names
 from e2e.harness import faults, release
 from e2e.harness import tekton_runs as tr
-from e2e.harness.cluster import LocalCluster
+from e2e.harness.cluster import LocalCluster, present
 from e2e.harness.cluster import tekton as tekton_cluster
 from e2e.harness.coscheduler import install_crds
 from e2e.harness.figures import percentile
@@ -164,7 +164,8 @@ def finished_runs(cluster: LocalCluster, count: int) -> None:
             tr.create_run(custom, ns, body)
 
         def finished(name: str) -> dict[str, Any] | None:
-            run = custom.get_namespaced_custom_object(*tr.TEKTON, ns, "pipelineruns", name)
+            run = cast(dict[str, Any],
+                       custom.get_namespaced_custom_object(*tr.TEKTON, ns, "pipelineruns", name))
             return run if tr.outcome(run) else None
 
         make(0)
@@ -180,7 +181,8 @@ def finished_runs(cluster: LocalCluster, count: int) -> None:
             list(pool.map(copy, range(1, count)))
 
         def all_done() -> bool:
-            listed = custom.list_namespaced_custom_object(*tr.TEKTON, ns, "pipelineruns")
+            listed = cast(dict[str, Any],
+                          custom.list_namespaced_custom_object(*tr.TEKTON, ns, "pipelineruns"))
             return sum(1 for r in listed["items"] if tr.outcome(r)) >= count
 
         cluster.wait_for(all_done, timeout=60 + count / 5, what=f"{count} runs finished",
@@ -262,7 +264,8 @@ def one_mode(cluster: LocalCluster, mode: str, runs: int, namespaces: int, opera
         deadline = time.monotonic() + timeout
         while len(done) < runs and time.monotonic() < deadline:
             for ns in nss:
-                listed = custom.list_namespaced_custom_object(*tr.TEKTON, ns, "pipelineruns")
+                listed = cast(dict[str, Any],
+                              custom.list_namespaced_custom_object(*tr.TEKTON, ns, "pipelineruns"))
                 for run in listed["items"]:
                     if tr.outcome(run):
                         done.setdefault(run["metadata"]["name"], run)
@@ -304,12 +307,13 @@ def one_mode(cluster: LocalCluster, mode: str, runs: int, namespaces: int, opera
             }
         time.sleep(max(settle - 10, 0))
         result.orphans = len(balloons_in(apps, nss))
-        warned: dict[str, set[str]] = {}  # run name -> reasons
+        warned: dict[str | None, set[str]] = {}  # run name -> reasons
         for ns in nss:
             for event in client.CoreV1Api(api).list_namespaced_event(ns).items:
                 if event.type == "Warning" and event.involved_object.kind == "PipelineRun":
-                    warned.setdefault(event.involved_object.name, set()).add(event.reason)
-                    result.examples.setdefault(event.reason, event.message or "")
+                    reason = present(event.reason)
+                    warned.setdefault(event.involved_object.name, set()).add(reason)
+                    result.examples.setdefault(reason, event.message or "")
         result.warned = len(warned)
         for reasons in warned.values():
             for reason in reasons:

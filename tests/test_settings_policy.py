@@ -51,7 +51,7 @@ def test_bad_values_name_the_setting_and_what_is_allowed(
 
 def test_settings_are_frozen(settings: Settings) -> None:
     with pytest.raises(ValueError):
-        settings.topology_key = "x"  # type: ignore[misc]
+        settings.topology_key = "x"
 
 
 def _policy(name: str, created: str, spec: object) -> dict[str, object]:

@@ -19,7 +19,7 @@ from kubernetes import client
 
 from controller.core.basics import names
 from e2e.harness import chart, leaders
-from e2e.harness.cluster import ClusterHandle, LocalCluster, as_dict
+from e2e.harness.cluster import ClusterHandle, LocalCluster, as_dict, name_of, present
 from e2e.harness.coscheduler import Coscheduler
 from e2e.harness.figures import percentile
 from e2e.harness.periodic import Periodic
@@ -146,8 +146,9 @@ def settle(cluster: LocalCluster, nodes: Mapping[str, str], timeout: float = 120
         apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
         apps.create_namespaced_stateful_set("default", body)
         try:
-            cluster.wait_for(lambda: core.read_namespaced_pod(f"{name}-0", "default").status.phase
-                             == "Running", timeout=timeout, what="the control plane current")
+            cluster.wait_for(
+                lambda: present(core.read_namespaced_pod(f"{name}-0", "default").status).phase
+                == "Running", timeout=timeout, what="the control plane current")
         finally:
             apps.delete_namespaced_stateful_set(name, "default")
 
@@ -170,7 +171,7 @@ class LeaseWatch(Periodic):
         self.coordination = client.CoordinationV1Api(self.api)
 
     def tick(self) -> None:
-        spec = self.coordination.read_namespaced_lease(self.lease, self.namespace).spec
+        spec = present(self.coordination.read_namespaced_lease(self.lease, self.namespace).spec)
         self.holder = spec.holder_identity
         if spec.holder_identity and spec.renew_time:
             self.renewed[spec.holder_identity] = spec.renew_time.timestamp()
@@ -185,14 +186,14 @@ def lease_updates_forbidden(cluster: ClusterHandle) -> Iterator[str]:
         rbac = client.RbacAuthorizationV1Api(api)
         role = next(r for r in rbac.list_namespaced_role(chart.NAMESPACE).items
                     if any("leases" in (rule.resources or []) for rule in r.rules or []))
-        rules = [as_dict(rule) for rule in role.rules]
+        rules = [as_dict(rule) for rule in present(role.rules)]
         narrowed = [{**rule, "verbs": [v for v in rule["verbs"] if v != "update"]}
                     if "leases" in rule.get("resources", []) else rule for rule in rules]
-        rbac.patch_namespaced_role(role.metadata.name, chart.NAMESPACE, {"rules": narrowed})
+        rbac.patch_namespaced_role(name_of(role), chart.NAMESPACE, {"rules": narrowed})
         try:
-            yield str(role.metadata.name)
+            yield name_of(role)
         finally:
-            rbac.patch_namespaced_role(role.metadata.name, chart.NAMESPACE, {"rules": rules})
+            rbac.patch_namespaced_role(name_of(role), chart.NAMESPACE, {"rules": rules})
 
 
 # -- runs ------------------------------------------------------------------------------------------
@@ -218,7 +219,8 @@ class Space(Scenario):
     def anchored(self) -> set[str]:
         """Uids of the runs whose balloon pod is bound."""
         pods = self.core.list_namespaced_pod(self.ns, label_selector=names.BALLOON_SELECTOR).items
-        return {p.metadata.labels[names.LABEL_RUN_UID] for p in pods if p.spec.node_name}
+        return {present(present(p.metadata).labels)[names.LABEL_RUN_UID]
+                for p in pods if present(p.spec).node_name}
 
     def warnings(self) -> list[str]:
         """Every Warning said on a run of the namespace: `run: reason: message`."""

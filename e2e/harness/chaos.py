@@ -19,14 +19,14 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client
 
 from controller.core.basics import names
 from e2e.harness import faults, leaders
 from e2e.harness import tekton_runs as tr
-from e2e.harness.cluster import LocalCluster
+from e2e.harness.cluster import LocalCluster, present
 from e2e.harness.fleet import Fleet
 from e2e.harness.periodic import Periodic
 from e2e.harness.tekton_runs import PodRecorder
@@ -112,7 +112,7 @@ class Chaos(threading.Thread):
         with self.cluster.api_client() as api:
             pods = client.CoreV1Api(api).list_namespaced_pod(
                 self.namespace, label_selector=names.BALLOON_SELECTOR).items
-        counts = Counter(p.spec.node_name for p in pods if p.spec.node_name)
+        counts = Counter(node for p in pods if (node := present(p.spec).node_name))
         return counts.most_common(1)[0][0]
 
 
@@ -130,8 +130,8 @@ class Census(Periodic):
     def tick(self) -> None:
         items = self.apps.list_namespaced_stateful_set(
             self.namespace, label_selector=names.BALLOON_SELECTOR).items
-        per_run = Counter((s.metadata.labels or {}).get(names.LABEL_RUN_UID)
-                          for s in items if not s.metadata.deletion_timestamp)
+        per_run = Counter((present(s.metadata).labels or {}).get(names.LABEL_RUN_UID)
+                          for s in items if not present(s.metadata).deletion_timestamp)
         self.duplicated |= {uid for uid, n in per_run.items() if uid and n > 1}
         self.series.append((time.time(), len(items)))
 
@@ -252,8 +252,8 @@ def drive(
         deadline = time.monotonic() + timeout
         while len(finished) < len(created) and time.monotonic() < deadline:
             try:
-                listed = custom.list_namespaced_custom_object(*tr.TEKTON, namespace,
-                                                              "pipelineruns")
+                listed = cast(dict[str, Any], custom.list_namespaced_custom_object(
+                    *tr.TEKTON, namespace, "pipelineruns"))
             except Exception:
                 listed = {"items": []}
             finished.update({r["metadata"]["name"]: r for r in listed["items"] if tr.outcome(r)})

@@ -32,7 +32,7 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
 
-from e2e.harness.cluster import ClusterHandle, find_binary, read_versions
+from e2e.harness.cluster import ClusterHandle, find_binary, present, read_versions
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "tekton-coscheduler"
@@ -110,22 +110,22 @@ def apply(cluster: ClusterHandle, docs: Sequence[Mapping[str, Any]],
     """What `kubectl apply --server-side` (and Argo CD's server-side sync) does with a rendering:
     each object applied under one field manager, conflicts forced."""
     with cluster.api_client() as api:
-        dynamic = DynamicClient(api)
+        dynamic = DynamicClient(api)  # type: ignore[no-untyped-call]
         for doc in docs:
             resource = dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
-            dynamic.server_side_apply(resource, body=dict(doc), field_manager=manager,
+            dynamic.server_side_apply(resource, body=dict(doc), field_manager=manager,  # type: ignore[no-untyped-call]
                                       force_conflicts=True)
 
 
 def delete(cluster: ClusterHandle, docs: Sequence[Mapping[str, Any]]) -> None:
     """Deletes what apply() applied (those still there)."""
     with cluster.api_client() as api:
-        dynamic = DynamicClient(api)
+        dynamic = DynamicClient(api)  # type: ignore[no-untyped-call]
         for doc in reversed(docs):
             resource = dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
             meta = doc["metadata"]
             with contextlib.suppress(NotFoundError):
-                dynamic.delete(resource, name=meta["name"], namespace=meta.get("namespace"))
+                dynamic.delete(resource, name=meta["name"], namespace=meta.get("namespace"))  # type: ignore[no-untyped-call]
 
 
 def hooks_left_out(docs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -224,11 +224,11 @@ def service_account_kubeconfig(
     """A kubeconfig carrying a TokenRequest token of the chart's ServiceAccount."""
     with cluster.api_client() as api:
         core = client.CoreV1Api(api)
-        token = core.create_namespaced_service_account_token(
+        token = present(core.create_namespaced_service_account_token(
             f"{release}-tekton-coscheduler",
             namespace,
             {"spec": {"expirationSeconds": hours * 3600}},  # type: ignore[arg-type]
-        ).status.token
+        ).status).token
         ca = api.configuration.ssl_ca_cert
     config = {
         "apiVersion": "v1",

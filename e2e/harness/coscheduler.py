@@ -24,7 +24,7 @@ from prometheus_client.samples import Sample
 
 from controller.core.basics import names
 from controller.faces import webhook
-from e2e.harness.cluster import ClusterHandle, crds
+from e2e.harness.cluster import ClusterHandle, crds, present
 from e2e.harness.cluster.processes import ManagedProcess, free_port, http_ok, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -201,7 +201,7 @@ class Coscheduler:
                 lease = client.CoordinationV1Api(api).read_namespaced_lease(name, namespace)
             except ApiException:
                 return False
-        holder = lease.spec.holder_identity or ""
+        holder = present(lease.spec).holder_identity or ""
         return bool(self.process) and holder.startswith(f"{self.name}_")
 
     def wait_effective(self, timeout: float = 60) -> None:
@@ -226,7 +226,7 @@ class Coscheduler:
                     "spec": {"containers": [{"name": "c", "image": "busybox"}]},
                 }
                 made = core.create_namespaced_pod(probe_ns, pod, dry_run="All")  # type: ignore[arg-type]
-                return made.spec.affinity is not None
+                return present(made.spec).affinity is not None
 
             self.cluster.wait_for(pinned, timeout=timeout, what="admission pins TaskRun pods")
 
@@ -290,13 +290,13 @@ class Coscheduler:
         with self.cluster.api_client() as api:
             reg = client.AdmissionregistrationV1Api(api)
             try:
-                reg.create_mutating_webhook_configuration(body)
+                reg.create_mutating_webhook_configuration(body)  # type: ignore[arg-type]
             except ApiException as e:
                 if e.status != 409:
                     raise
                 current = reg.read_mutating_webhook_configuration(name)
-                body["metadata"]["resourceVersion"] = current.metadata.resource_version
-                reg.replace_mutating_webhook_configuration(name, body)
+                body["metadata"]["resourceVersion"] = present(current.metadata).resource_version
+                reg.replace_mutating_webhook_configuration(name, body)  # type: ignore[arg-type]
         return str(name)
 
     def unregister_webhook(self, name: str = WEBHOOK_NAME) -> None:

@@ -13,7 +13,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from e2e.harness import tekton_runs as tr
-from e2e.harness.cluster import LOCAL_STORAGE_CLASS, ClusterHandle
+from e2e.harness.cluster import LOCAL_STORAGE_CLASS, ClusterHandle, name_of, present
 from e2e.harness.cluster.api import ClusterApi
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -29,7 +29,7 @@ def cordon(cluster: ClusterApi, node: str, on: bool = True) -> None:
 def taint(cluster: ClusterApi, node: str, key: str, effect: str = "NoSchedule") -> None:
     with cluster.api_client() as api:
         core = client.CoreV1Api(api)
-        taints = [t.to_dict() for t in core.read_node(node).spec.taints or []]
+        taints = [t.to_dict() for t in present(core.read_node(node).spec).taints or []]
         taints.append({"key": key, "value": "now", "effect": effect})
         core.patch_node(node, {"spec": {"taints": taints}})
 
@@ -37,7 +37,8 @@ def taint(cluster: ClusterApi, node: str, key: str, effect: str = "NoSchedule") 
 def untaint(cluster: ClusterApi, node: str, key: str) -> None:
     with cluster.api_client() as api:
         core = client.CoreV1Api(api)
-        taints = [t.to_dict() for t in core.read_node(node).spec.taints or [] if t.key != key]
+        taints = [t.to_dict() for t in present(core.read_node(node).spec).taints or []
+                  if t.key != key]
         core.patch_node(node, {"spec": {"taints": taints}})
 
 
@@ -66,12 +67,12 @@ def _take_lease(coordination: client.CoordinationV1Api, node: str, tries: int = 
     it in between: then read again)."""
     for _ in range(tries):
         lease = coordination.read_namespaced_lease(node, NODE_LEASES)
-        renewed, last = datetime.now(UTC), lease.spec.renew_time
+        renewed, last = datetime.now(UTC), present(lease.spec).renew_time
         if last is not None and renewed <= last:
             renewed = last + timedelta(milliseconds=1)
         try:
             coordination.patch_namespaced_lease(node, NODE_LEASES, {
-                "metadata": {"resourceVersion": lease.metadata.resource_version},
+                "metadata": {"resourceVersion": present(lease.metadata).resource_version},
                 "spec": {"holderIdentity": "e2e-partition", "leaseDurationSeconds": 3600,
                          "renewTime": renewed.strftime("%Y-%m-%dT%H:%M:%S.%fZ")},
             })
@@ -97,16 +98,16 @@ def drain(cluster: ClusterApi, node: str, timeout: float = 120) -> tuple[float, 
         core = client.CoreV1Api(api)
         while time.monotonic() - started < timeout:
             pods = core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items
-            pods = [p for p in pods if p.metadata.deletion_timestamp is None]
+            pods = [p for p in pods if present(p.metadata).deletion_timestamp is None]
             if not pods:
                 return time.monotonic() - started, refused
             for pod in pods:
                 body: Any = {"apiVersion": "policy/v1", "kind": "Eviction",
-                             "metadata": {"name": pod.metadata.name,
-                                          "namespace": pod.metadata.namespace}}
+                             "metadata": {"name": name_of(pod),
+                                          "namespace": present(pod.metadata).namespace}}
                 try:
                     core.create_namespaced_pod_eviction(
-                        pod.metadata.name, pod.metadata.namespace, body)
+                        name_of(pod), present(present(pod.metadata).namespace), body)
                 except ApiException as exc:
                     if exc.status == 429:
                         refused += 1
@@ -157,8 +158,8 @@ def remove_unused_pvs(cluster: ClusterApi, names: list[str]) -> None:
     with cluster.api_client() as api:
         core = client.CoreV1Api(api)
         for pv in core.list_persistent_volume().items:
-            if pv.metadata.name in names and pv.status.phase == "Available":
-                core.delete_persistent_volume(pv.metadata.name)
+            if name_of(pv) in names and present(pv.status).phase == "Available":
+                core.delete_persistent_volume(name_of(pv))
 
 
 # -- a pool of two nodes for one scenario ---------------------------------------------------------
@@ -201,13 +202,13 @@ def remove_pool(cluster: ClusterApi, pool: Pool) -> None:
                 if exc.status != 404:
                     raise
         for pv in core.list_persistent_volume().items:
-            affinity = ((pv.spec.node_affinity or client.V1VolumeNodeAffinity()).required)
+            affinity = ((present(pv.spec).node_affinity or client.V1VolumeNodeAffinity()).required)
             terms = affinity.node_selector_terms if affinity else []
             keyed = {(e.key, v) for t in terms for e in t.match_expressions or []
                      for v in e.values or []}
             pinned = {(POOL, pool.label[POOL]), (HOSTNAME, pool.small), (HOSTNAME, pool.big)}
-            if keyed & pinned and pv.status.phase == "Available":
-                core.delete_persistent_volume(pv.metadata.name)
+            if keyed & pinned and present(pv.status).phase == "Available":
+                core.delete_persistent_volume(name_of(pv))
 
 
 def volumes_across_the_pool(cluster: ClusterApi, pool: Pool, count: int = 2) -> None:

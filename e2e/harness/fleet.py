@@ -9,7 +9,7 @@ from pathlib import Path
 from kubernetes import client
 
 from e2e.harness import leaders
-from e2e.harness.cluster import LocalCluster
+from e2e.harness.cluster import LocalCluster, present
 from e2e.harness.coscheduler import Coscheduler
 
 
@@ -53,7 +53,7 @@ class Fleet:
                 )
         except Exception:  # the API server may be the fault of the moment
             return None
-        return str(lease.spec.holder_identity or "") or None
+        return str(present(lease.spec).holder_identity or "") or None
 
     def kill_leader(self) -> str | None:
         replica = self.leader()

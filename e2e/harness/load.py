@@ -16,7 +16,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from controller.core.admission import affinity
-from e2e.harness.cluster.api import ClusterApi
+from e2e.harness.cluster.api import ClusterApi, name_of
 from tests import factories
 
 
@@ -62,11 +62,11 @@ class PodLoad:
         pod["spec"]["schedulerName"] = "e2e-nobody"
         try:
             made = client.CoreV1Api(api).create_namespaced_pod(
-                self.namespace, pod, dry_run="All" if self.dry_run else None)
+                self.namespace, pod, dry_run="All" if self.dry_run else None)  # type: ignore[arg-type]
         except ApiException as e:
             self.failures.append(f"{time.time():.3f} {e.status} {e.reason}: {(e.body or '')[:300]}")
             return
         if affinity.balloon_terms(api.sanitize_for_serialization(made)["spec"]):
-            self.created.append(made.metadata.name)
+            self.created.append(name_of(made))
         else:
-            self.failures.append(f"{time.time():.3f} {made.metadata.name} made without the term")
+            self.failures.append(f"{time.time():.3f} {name_of(made)} made without the term")

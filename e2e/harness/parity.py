@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 import uuid
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -29,7 +29,7 @@ class Pair:
         body["metadata"]["name"] = f"p-{uuid.uuid4().hex[:10]}"
         with self.cluster.api_client() as api:
             try:
-                made = client.CoreV1Api(api).create_namespaced_pod(namespace, body, dry_run="All")
+                made = client.CoreV1Api(api).create_namespaced_pod(namespace, body, dry_run="All")  # type: ignore[arg-type]
             except ApiException as e:
                 return e.status, "refused"
             except ValueError:
@@ -89,8 +89,8 @@ def install_policy(cluster: ClusterHandle) -> None:
                 if d["kind"] == "MutatingAdmissionPolicy"]
     with cluster.api_client() as api:
         custom = client.CustomObjectsApi(api)
-        default, with_param = (custom.create_cluster_custom_object(
-            "admissionregistration.k8s.io", "v1", "mutatingadmissionpolicies", policy)
+        default, with_param = (cast(dict[str, Any], custom.create_cluster_custom_object(
+            "admissionregistration.k8s.io", "v1", "mutatingadmissionpolicies", policy))
             for policy in policies)
         mode = admission_policy.PolicyMode(
             policy_name=default["metadata"]["name"], policy_uid=default["metadata"]["uid"],

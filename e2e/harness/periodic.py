@@ -35,7 +35,7 @@ class Periodic(threading.Thread):
         self.stopped.set()
         self.join(timeout)
         if self.api is not None:
-            self.api.close()
+            self.api.close()  # type: ignore[no-untyped-call]
 
     def __enter__(self) -> Self:
         self.start()

@@ -32,7 +32,7 @@ from kubernetes import client
 
 from . import chart
 from . import tekton_runs as tr
-from .cluster import LocalCluster, images, project_image, realhost, realimages, realnode
+from .cluster import LocalCluster, images, present, project_image, realhost, realimages, realnode
 from .cluster.registry import LabRegistry, repository
 from .cluster.versions import cache_dir, find_binary
 
@@ -179,14 +179,16 @@ def rollout_restart(real: Real) -> int:
         restarted = {"kubectl.kubernetes.io/restartedAt": str(uuid.uuid4())}
         apps.patch_namespaced_deployment(FULLNAME, NAMESPACE, {"spec": {"template": {
             "metadata": {"annotations": restarted}}}})
-        return int(apps.read_namespaced_deployment(FULLNAME, NAMESPACE).metadata.generation)
+        made = apps.read_namespaced_deployment(FULLNAME, NAMESPACE)
+        return int(present(present(made.metadata).generation))
 
 
 def rolled(real: Real, generation: int) -> bool:
     """Every replica of that generation Ready, none of an older one left."""
     with real.cluster.api_client() as api:
-        status = client.AppsV1Api(api).read_namespaced_deployment(FULLNAME, NAMESPACE).status
-    return bool(status.observed_generation >= generation and status.updated_replicas == 2
+        status = present(
+            client.AppsV1Api(api).read_namespaced_deployment(FULLNAME, NAMESPACE).status)
+    return bool(present(status.observed_generation) >= generation and status.updated_replicas == 2
                 and status.ready_replicas == 2 and status.replicas == 2)
 
 
@@ -196,7 +198,7 @@ def leader(real: Real) -> str:
     could hand the Lease back, under load): that one is no leader to act on."""
     with real.cluster.api_client() as api:
         lease = client.CoordinationV1Api(api).read_namespaced_lease(FULLNAME, NAMESPACE)
-        holder = str(lease.spec.holder_identity or "").split("_")[0]
+        holder = str(present(lease.spec).holder_identity or "").split("_")[0]
         if not holder:
             return ""
         try:
@@ -205,7 +207,7 @@ def leader(real: Real) -> str:
             if exc.status == 404:
                 return ""
             raise
-    return "" if pod.metadata.deletion_timestamp else holder
+    return "" if present(pod.metadata).deletion_timestamp else holder
 
 
 def kill_reconciler(real: Real, pod_name: str) -> int:
@@ -213,8 +215,9 @@ def kill_reconciler(real: Real, pod_name: str) -> int:
     first process), as a crash would: the server keeps answering and starts a new one."""
     with real.cluster.api_client() as api:
         pod = client.CoreV1Api(api).read_namespaced_pod(pod_name, NAMESPACE)
-    node = next(n for n in real.nodes.nodes if n.name == pod.spec.node_name)
-    server = node.process(pod.status.container_statuses[0].container_id)
+    node = next(n for n in real.nodes.nodes if n.name == present(pod.spec).node_name)
+    statuses = present(present(pod.status).container_statuses)
+    server = node.process(present(statuses[0].container_id))
     for child in Path(f"/proc/{server}/task/{server}/children").read_text().split():
         if b"reconcile" in Path(f"/proc/{child}/cmdline").read_bytes():
             os.kill(int(child), signal.SIGKILL)

@@ -16,7 +16,7 @@ import hashlib
 import json
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -71,10 +71,10 @@ class Resolver:
         with self.cluster.api_client() as api:
             custom = client.CustomObjectsApi(api)
             while not self._stop.wait(0.2):
-                listed = custom.list_namespaced_custom_object(
+                listed = cast(dict[str, Any], custom.list_namespaced_custom_object(
                     GROUP, VERSION, self.ns, PLURAL,
                     label_selector=f"resolution.tekton.dev/type={NAME}",
-                )
+                ))
                 for request in listed.get("items") or []:
                     try:
                         self._answer(custom, request)

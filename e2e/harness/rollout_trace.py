@@ -25,12 +25,15 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import Any, cast
 
+import urllib3
 from kubernetes import client, watch
 
-from .cluster.api import ClusterApi
+from .cluster.api import ClusterApi, name_of, present
 
 
 class RolloutTrace:
@@ -58,7 +61,7 @@ class RolloutTrace:
         self.out.mkdir(parents=True, exist_ok=True)
         with self.cluster.api_client() as api:
             svc = client.CoreV1Api(api).read_namespaced_service(self.service, self.namespace)
-        self.cluster_ip = svc.spec.cluster_ip
+        self.cluster_ip = present(present(svc.spec).cluster_ip)
         ports = " or ".join(f"port {p}" for p in self.ports)
         flags = "tcp[tcpflags] & (tcp-syn|tcp-fin|tcp-rst) != 0"
         self._spawn("tcpdump", ["tcpdump", "-i", "any", "-nn", "-tt", "-l", "-U",
@@ -113,22 +116,24 @@ class RolloutTrace:
 
     # -- watchers ------------------------------------------------------------------------------
 
-    def _watch(self, list_fn: object, source: str, describe: object, **kwargs: object) -> None:
+    def _watch(self, list_fn: Callable[[client.ApiClient], Callable[..., Any]], source: str,
+               describe: Callable[[Any], str], **kwargs: object) -> None:
         while not self._stop.is_set():
             with contextlib.suppress(Exception), self.cluster.api_client() as api:
-                w = watch.Watch()
-                for event in w.stream(list_fn(api), self.namespace,  # type: ignore[operator]
-                                      timeout_seconds=5, **kwargs):
-                    self.note(source, f"{event['type']} {describe(event['object'])}")  # type: ignore[operator]
+                w = watch.Watch()  # type: ignore[no-untyped-call]
+                for event in w.stream(  # type: ignore[no-untyped-call]
+                        list_fn(api), self.namespace, timeout_seconds=5, **kwargs):
+                    self.note(source, f"{event['type']} {describe(event['object'])}")
                     if self._stop.is_set():
-                        w.stop()
+                        w.stop()  # type: ignore[no-untyped-call]
 
     def _endpoints(self) -> None:
         def describe(s: client.V1EndpointSlice) -> str:
             eps = [f"{','.join(e.addresses)}[{e.target_ref.name if e.target_ref else '?'}]"
-                   f" ready={e.conditions.ready} serving={e.conditions.serving}"
-                   f" terminating={e.conditions.terminating}" for e in s.endpoints or []]
-            return f"{s.metadata.name} rv={s.metadata.resource_version} " + "; ".join(eps)
+                   f" ready={c.ready} serving={c.serving} terminating={c.terminating}"
+                   for e in s.endpoints or [] for c in [present(e.conditions)]]
+            meta = present(s.metadata)
+            return f"{meta.name} rv={meta.resource_version} " + "; ".join(eps)
 
         self._watch(lambda api: client.DiscoveryV1Api(api).list_namespaced_endpoint_slice,
                     "slices", describe,
@@ -136,10 +141,11 @@ class RolloutTrace:
 
     def _pods(self) -> None:
         def describe(p: client.V1Pod) -> str:
+            assert p.metadata is not None and p.status is not None  # as every pod a watch shows
             ready = next((c.status for c in p.status.conditions or [] if c.type == "Ready"), "?")
             states = []
             for c in p.status.container_statuses or []:
-                state = c.state
+                state = present(c.state)
                 if state.terminated:
                     states.append(f"{c.name}=terminated({state.terminated.exit_code} at "
                                   f"{state.terminated.finished_at})")
@@ -148,9 +154,9 @@ class RolloutTrace:
                 else:
                     states.append(f"{c.name}=waiting")
             deleting = " deleting" if p.metadata.deletion_timestamp else ""
-            if p.status.pod_ip and p.metadata.name not in self._following and any(
-                    c.state.running for c in p.status.container_statuses or []):
-                self._follow(p.metadata.name)
+            if p.status.pod_ip and name_of(p) not in self._following and any(
+                    present(c.state).running for c in p.status.container_statuses or []):
+                self._follow(name_of(p))
             return (f"{p.metadata.name} ip={p.status.pod_ip} phase={p.status.phase} "
                     f"ready={ready}{deleting} {' '.join(states)}")
 
@@ -162,8 +168,9 @@ class RolloutTrace:
 
         def follow() -> None:
             with contextlib.suppress(Exception), self.cluster.api_client() as api:
-                resp = client.CoreV1Api(api).read_namespaced_pod_log(
-                    pod, self.namespace, follow=True, _preload_content=False)
+                # Not preloaded, the client answers the raw urllib3 response (typed as str).
+                resp = cast(urllib3.BaseHTTPResponse, client.CoreV1Api(api).read_namespaced_pod_log(
+                    pod, self.namespace, follow=True, _preload_content=False))
                 pending = ""
                 for raw in resp.stream():
                     pending += raw.decode(errors="replace")

@@ -10,7 +10,7 @@ from typing import Any
 from controller.core.admission import affinity
 from controller.core.basics import names
 from e2e.harness import tekton_runs as tr
-from e2e.harness.cluster import ClusterHandle
+from e2e.harness.cluster import ClusterHandle, name_of, present
 from e2e.harness.scenario import Scenario
 from e2e.harness.tekton_runs import PodRecorder, PodSeen
 
@@ -52,7 +52,7 @@ class Runs(Scenario):
         out: dict[str, list[str]] = {}
         for event in self.core.list_namespaced_event(self.ns).items:
             if event.type == "Warning" and event.involved_object.kind == "PipelineRun":
-                out.setdefault(event.involved_object.name, []).append(
+                out.setdefault(present(event.involved_object.name), []).append(
                     f"{event.reason}: {event.message}")
         return out
 
@@ -80,25 +80,26 @@ class Runs(Scenario):
 
     def wait_bound(self, claim: str, timeout: float = 30) -> str:
         return self.cluster.wait_for(
-            lambda: (
-                self.core.read_namespaced_persistent_volume_claim(claim, self.ns).spec.volume_name
-            ),
+            lambda: present(
+                self.core.read_namespaced_persistent_volume_claim(claim, self.ns).spec
+            ).volume_name,
             timeout=timeout,
             what=f"claim {claim} bound",
         )
 
     def pv_node(self, claim: str) -> str:
         pv = self.core.read_persistent_volume(self.wait_bound(claim))
-        terms = pv.spec.node_affinity.required.node_selector_terms
-        return str(terms[0].match_expressions[0].values[0])
+        required = present(present(present(pv.spec).node_affinity).required)
+        expression = present(required.node_selector_terms[0].match_expressions)[0]
+        return str(present(expression.values)[0])
 
     def claims_of(self, run: Mapping[str, Any]) -> list[str]:
         """Names of the PVCs Tekton made for the run (owned by it)."""
         uid = run["metadata"]["uid"]
         return [
-            p.metadata.name
+            name_of(p)
             for p in self.core.list_namespaced_persistent_volume_claim(self.ns).items
-            if any(o.uid == uid for o in p.metadata.owner_references or [])
+            if any(o.uid == uid for o in present(p.metadata).owner_references or [])
         ]
 
 

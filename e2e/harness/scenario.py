@@ -6,12 +6,12 @@ import copy
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client, watch
 
 from controller.core.basics import names
-from e2e.harness.cluster import ClusterHandle, create_once
+from e2e.harness.cluster import ClusterHandle, create_once, present
 from tests import factories
 
 TEKTON = ("tekton.dev", "v1")
@@ -29,7 +29,7 @@ class Scenario:
         self.custom = client.CustomObjectsApi(self.api)
 
     def close(self) -> None:
-        self.api.close()
+        self.api.close()  # type: ignore[no-untyped-call]
 
     # -- objects -------------------------------------------------------------------------------
     def policy(self, name: str, spec: Mapping[str, Any], wait: bool = False) -> None:
@@ -41,8 +41,8 @@ class Scenario:
             "metadata": {"name": name}, "spec": dict(spec)})
 
         def ready() -> bool:
-            obj = self.custom.get_namespaced_custom_object(
-                *group, self.ns, names.POLICY_PLURAL, name)
+            obj = cast(dict[str, Any], self.custom.get_namespaced_custom_object(
+                *group, self.ns, names.POLICY_PLURAL, name))
             conds = (obj.get("status") or {}).get("conditions") or []
             return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
 
@@ -52,7 +52,7 @@ class Scenario:
     def pvc(self, name: str, size: str = "1Gi") -> None:
         self.core.create_namespaced_persistent_volume_claim(
             self.ns,
-            {
+            {  # type: ignore[arg-type]
                 "apiVersion": "v1",
                 "kind": "PersistentVolumeClaim",
                 "metadata": {"name": name},
@@ -94,13 +94,14 @@ class Scenario:
         for key in ("uid", "creationTimestamp", "generation"):
             meta.pop(key)
         body.pop("status")
+        # The client types custom objects as `object`: they are the API server's JSON, a dict.
         return create_once(
-            lambda: self.custom.create_namespaced_custom_object(  # type: ignore[no-any-return]
+            lambda: cast(dict[str, Any], self.custom.create_namespaced_custom_object(
                 *TEKTON, self.ns, "pipelineruns", body
-            ),
-            lambda: self.custom.get_namespaced_custom_object(  # type: ignore[no-any-return]
+            )),
+            lambda: cast(dict[str, Any], self.custom.get_namespaced_custom_object(
                 *TEKTON, self.ns, "pipelineruns", name
-            ),
+            )),
         )
 
     def task_pod(
@@ -132,7 +133,7 @@ class Scenario:
                 {"name": f"ws-extra{i}", "mountPath": f"/workspace/{i}"}
             )
         pod["metadata"]["annotations"].update(meta.get("annotations") or {})
-        self.core.create_namespaced_pod(self.ns, pod)
+        self.core.create_namespaced_pod(self.ns, pod)  # type: ignore[arg-type]
         return str(pod["metadata"]["name"])
 
     def pinned_now(self, run: Mapping[str, Any]) -> bool:
@@ -144,8 +145,8 @@ class Scenario:
         pod["metadata"].pop("ownerReferences")
         pod["metadata"]["name"] = f"probe-{uuid.uuid4().hex[:8]}"
         pod["spec"]["volumes"][1] = {"name": "ws-k7x2p", "emptyDir": {}}
-        made = self.core.create_namespaced_pod(self.ns, pod, dry_run="All")
-        return made.spec.affinity is not None
+        made = self.core.create_namespaced_pod(self.ns, pod, dry_run="All")  # type: ignore[arg-type]
+        return present(made.spec).affinity is not None
 
     def finish(self, run: Mapping[str, Any], status: str = "True") -> None:
         self.custom.patch_namespaced_custom_object_status(
@@ -186,14 +187,14 @@ class Scenario:
         within milliseconds of its creation. Polling a list missed a leader's first round: 110
         of 200 balloons were made by the pause after a poll of a page of 10 saw them, 200 of 200
         while each poll decoded every StatefulSet (31 of 200 with this, run alone)."""
-        stream = watch.Watch()
+        stream = watch.Watch()  # type: ignore[no-untyped-call]
         try:
-            for _ in stream.stream(self.apps.list_namespaced_stateful_set, self.ns,
-                                   label_selector=names.BALLOON_SELECTOR,
-                                   timeout_seconds=timeout):
+            for _ in stream.stream(  # type: ignore[no-untyped-call]
+                    self.apps.list_namespaced_stateful_set, self.ns,
+                    label_selector=names.BALLOON_SELECTOR, timeout_seconds=timeout):
                 return True
         finally:
-            stream.stop()
+            stream.stop()  # type: ignore[no-untyped-call]
         return False
 
     def balloon_node(self, run: Mapping[str, Any], timeout: float = 60) -> str:
@@ -202,7 +203,7 @@ class Scenario:
                 self.ns,
                 label_selector=f"{names.BALLOON_SELECTOR},{names.LABEL_RUN_UID}={run['metadata']['uid']}",
             ).items
-            return pods[0].spec.node_name if pods and pods[0].spec.node_name else None
+            return present(pods[0].spec).node_name if pods else None
 
         return self.cluster.wait_for(
             bound, timeout=timeout, what=f"balloon pod of {run['metadata']['name']} bound"
@@ -210,13 +211,13 @@ class Scenario:
 
     def pod_node(self, name: str, timeout: float = 60) -> str:
         return self.cluster.wait_for(
-            lambda: self.core.read_namespaced_pod(name, self.ns).spec.node_name,
+            lambda: present(self.core.read_namespaced_pod(name, self.ns).spec).node_name,
             timeout=timeout,
             what=f"pod {name} bound",
         )
 
     def pod(self, name: str) -> dict[str, Any]:
-        pod: dict[str, Any] = self.api.sanitize_for_serialization(
+        pod: dict[str, Any] = self.api.sanitize_for_serialization(  # type: ignore[no-untyped-call]
             self.core.read_namespaced_pod(name, self.ns)
         )
         return pod

@@ -12,13 +12,13 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from controller.core.basics import names
-from e2e.harness.cluster import ClusterHandle, create_once, node_schedulable
+from e2e.harness.cluster import ClusterHandle, create_once, name_of, node_schedulable, present
 
 TEKTON = ("tekton.dev", "v1")
 RUN_SECONDS = "e2e.tekton-coscheduler.dev/run-seconds"
@@ -205,28 +205,31 @@ class PodRecorder:
                 self._record(pod, deleted=False)
             version = listed.metadata.resource_version
             self._synced.set()
-        w = watch.Watch()
-        for event in w.stream(list_fn, *args, resource_version=version, timeout_seconds=5):
+        w = watch.Watch()  # type: ignore[no-untyped-call]
+        for event in w.stream(  # type: ignore[no-untyped-call]
+                list_fn, *args, resource_version=version, timeout_seconds=5):
             self._record(event["object"], deleted=event["type"] == "DELETED")
             version = event["object"].metadata.resource_version
             if self._stop.is_set():
-                w.stop()
+                w.stop()  # type: ignore[no-untyped-call]
         return version
 
     def _record(self, pod: client.V1Pod, deleted: bool) -> None:
         now = time.time()
-        key = pod.metadata.uid  # not the name: a StatefulSet re-creates its pod under the same one
+        assert pod.metadata is not None and pod.spec is not None  # as every pod a watch shows
+        key = present(pod.metadata.uid)  # not the name: a StatefulSet re-creates its pod under it
         with self._lock:
             seen = self._pods.get(key)
             if seen is None:
                 seen = self._pods[key] = PodSeen(
-                    name=pod.metadata.name, labels=dict(pod.metadata.labels or {}), first_seen=now,
+                    name=name_of(pod), labels=dict(pod.metadata.labels or {}), first_seen=now,
                     gates=tuple(g.name for g in pod.spec.scheduling_gates or ()),
                 )
             if pod.spec.node_name and seen.node is None:
                 seen.node = pod.spec.node_name
                 seen.bound_at = now
-                seen.spec = client.ApiClient().sanitize_for_serialization(pod.spec)
+                seen.spec = client.ApiClient().sanitize_for_serialization(  # type: ignore[no-untyped-call]
+                    pod.spec)
             seen.annotations = dict(pod.metadata.annotations or {})
             if deleted and not seen.deleted:
                 seen.deleted, seen.deleted_at = True, now
@@ -289,18 +292,19 @@ def create_run(
     custom: client.CustomObjectsApi, namespace: str, body: Mapping[str, Any]
 ) -> dict[str, Any]:
     """Creates the run, or returns it if a lost answer's resend finds it made."""
+    # The client types custom objects as `object`: they are the API server's JSON, a dict.
     return create_once(
-        lambda: custom.create_namespaced_custom_object(  # type: ignore[no-any-return]
+        lambda: cast(dict[str, Any], custom.create_namespaced_custom_object(
             *TEKTON, namespace, "pipelineruns", dict(body)
-        ),
+        )),
         lambda: get_run(custom, namespace, body["metadata"]["name"]),
     )
 
 
 def get_run(custom: client.CustomObjectsApi, namespace: str, name: str) -> dict[str, Any]:
-    run: dict[str, Any] = custom.get_namespaced_custom_object(
+    run = cast(dict[str, Any], custom.get_namespaced_custom_object(
         *TEKTON, namespace, "pipelineruns", name
-    )
+    ))
     return run
 
 
@@ -336,9 +340,9 @@ def wait_finished(
 def task_runs(
     custom: client.CustomObjectsApi, namespace: str, run_uid: str
 ) -> list[dict[str, Any]]:
-    listed = custom.list_namespaced_custom_object(
+    listed = cast(dict[str, Any], custom.list_namespaced_custom_object(
         *TEKTON, namespace, "taskruns", label_selector=f"{LABEL_RUN_UID}={run_uid}"
-    )
+    ))
     return list(listed["items"])
 
 
@@ -358,4 +362,4 @@ def anchored_nodes(core: client.CoreV1Api, namespace: str, run_uid: str) -> list
 
 
 def schedulable_nodes(core: client.CoreV1Api) -> list[str]:
-    return [n.metadata.name for n in core.list_node().items if node_schedulable(n)]
+    return [name_of(n) for n in core.list_node().items if node_schedulable(n)]

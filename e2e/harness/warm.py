@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -111,6 +111,6 @@ def run_of(pipeline_name: str, pool: WarmPool) -> dict[str, Any]:
 
 def warm_nodes(custom: client.CustomObjectsApi, namespace: str, policy: str) -> dict[str, Any]:
     """The policy's status.warmNodes: where each pipeline last ran."""
-    found = custom.get_namespaced_custom_object(
-        "tekton-coscheduler.dev", "v1alpha1", namespace, "coschedulingpolicies", policy)
+    found = cast(dict[str, Any], custom.get_namespaced_custom_object(
+        "tekton-coscheduler.dev", "v1alpha1", namespace, "coschedulingpolicies", policy))
     return dict((found.get("status") or {}).get("warmNodes") or {})

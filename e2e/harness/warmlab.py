@@ -21,7 +21,7 @@ from controller.core.basics.times import parse_time
 from e2e.harness import real as real_
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import LOCAL_STORAGE_CLASS, realimages, realnode
-from e2e.harness.cluster.api import ClusterApi
+from e2e.harness.cluster.api import ClusterApi, name_of, present
 from e2e.harness.cluster.realnode import RealNode
 from e2e.harness.real import Real
 from e2e.harness.runs import Runs
@@ -33,7 +33,8 @@ WARM_SECONDS, COLD_SECONDS = 1, 8
 
 def _listed(real: Real) -> dict[str, set[str]]:
     with real.cluster.api_client() as api:
-        return {n.metadata.name: {name for i in (n.status.images or []) for name in i.names or []}
+        return {name_of(n): {name for i in (present(n.status).images or [])
+                             for name in i.names or []}
                 for n in client.CoreV1Api(api).list_node().items}
 
 
@@ -142,9 +143,10 @@ def first_step_seconds(real: Real, namespace: str, run_name: str) -> float:
             f"{tr.LABEL_TASK}={tr.FETCH},tekton.dev/pipelineRun={run_name}")).items
         made = tr.get_run(client.CustomObjectsApi(api), namespace, run_name)
     created = parse_time(made["metadata"]["creationTimestamp"])
-    started = [(s.state.running or s.state.terminated).started_at
-               for p in pods for s in p.status.container_statuses or []
-               if s.name.startswith("step-") and (s.state.running or s.state.terminated)]
+    started = [present(state.started_at)
+               for p in pods for s in present(p.status).container_statuses or []
+               if s.name.startswith("step-")
+               and (state := present(s.state).running or present(s.state).terminated)]
     assert created is not None and started, (run_name, "no step started")
     return (min(started) - created).total_seconds()
 

@@ -17,7 +17,7 @@ import pytest
 
 from controller.core.placement import gate
 from e2e.harness import tekton_runs as tr
-from e2e.harness.cluster import ClusterHandle
+from e2e.harness.cluster import ClusterHandle, present
 from e2e.harness.cluster.processes import free_port
 from e2e.harness.coscheduler import Coscheduler
 from e2e.harness.runs import Runs, assert_co_located, our_terms
@@ -128,6 +128,6 @@ def test_in_policy_mode_a_run_started_with_no_replica_waits_gated_and_goes_once_
 
 
 def _scheduled_reason(s: Runs, pod: str) -> str:
-    status = s.core.read_namespaced_pod(pod, s.ns).status
+    status = present(s.core.read_namespaced_pod(pod, s.ns).status)
     found = [c.reason for c in status.conditions or [] if c.type == "PodScheduled"]
     return str(found[0]) if found else ""

@@ -177,7 +177,7 @@ def _cases() -> dict[str, tuple[dict[str, Any], str]]:
     }
     # A run with its balloon carries its mark (core/placement/mark.py): its pods keep the term, and the
     # key it was anchored with, whatever the run's opt-out and the namespace's policy say now.
-    anchored = {names.LABEL_ANCHORED: factories.RUN_UID}
+    anchored: dict[str, str | None] = {names.LABEL_ANCHORED: factories.RUN_UID}
     opted_out = {names.OPT_OUT_ANNOTATION: "false"}
     cases["anchored, opted out since"] = (_with_labels(_pod(annotations=opted_out), anchored), PINS)
     cases["another run's mark, opted out"] = (_with_labels(

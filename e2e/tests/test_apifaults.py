@@ -25,7 +25,7 @@ from kubernetes import client
 from controller.kube import reflector
 from e2e.harness import apifaults, faults, flowcontrol, leaders
 from e2e.harness.apifaults import Space
-from e2e.harness.cluster import ClusterHandle, LocalCluster, node_schedulable
+from e2e.harness.cluster import ClusterHandle, LocalCluster, name_of, node_schedulable, present
 from e2e.harness.cluster.versions import alive
 from e2e.harness.coscheduler import Coscheduler
 from e2e.harness.fleet import Fleet
@@ -253,8 +253,8 @@ def test_a_balloon_pod_deleted_as_watches_come_back_leaves_no_ghost(
     deletion is sure to fall in the gap: its watches come back within 2 s of the API server
     (reflector.UNREACHABLE_PAUSE), and three tries of three in a row found them back first."""
     s = space
-    node = s.core.list_node(label_selector=",".join(
-        f"{k}={v}" for k, v in s.nodes.items())).items[0].metadata.name
+    node = name_of(s.core.list_node(label_selector=",".join(
+        f"{k}={v}" for k, v in s.nodes.items())).items[0])
     s.claim_on(node, "shared")
     first = s.start("first", claim="shared")
     assert s.balloon_node(first) == node
@@ -278,7 +278,7 @@ def test_a_balloon_pod_deleted_as_watches_come_back_leaves_no_ghost(
     affinity = s.wait_balloon(second).spec.template.spec.affinity  # None: no term at all
     terms = ((affinity and affinity.pod_affinity) or client.V1PodAffinity()
              ).required_during_scheduling_ignored_during_execution
-    towards = [t.label_selector.match_labels for t in terms or []]
+    towards = [present(present(t.label_selector).match_labels) for t in terms or []]
     assert not [m for m in towards if first["metadata"]["uid"] in m.values()], (
         f"the next run's balloon requires the node of the gone one's: {towards}")
     apifaults.refresh(cluster)

@@ -16,13 +16,13 @@ import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from kubernetes import client
 
 from e2e.harness import chart
-from e2e.harness.cluster import ClusterHandle
+from e2e.harness.cluster import ClusterHandle, present
 from e2e.harness.coscheduler import Coscheduler
 from e2e.harness.scenario import Scenario
 
@@ -127,13 +127,14 @@ def test_helm_template_applied_twice_keeps_the_ca_and_admission_works(
         core, reg = client.CoreV1Api(api), client.AdmissionregistrationV1Api(api)
 
         def state() -> tuple[str, set[str]]:
-            secret = core.read_namespaced_secret(SECRET, NAMESPACE).data
-            hooks = reg.read_mutating_webhook_configuration(FULLNAME).webhooks
-            return secret["ca.crt"], {h.client_config.ca_bundle for h in hooks}
+            # The client types a Secret's data bytes | str; from a server it is base64 text.
+            secret = cast(dict[str, str], core.read_namespaced_secret(SECRET, NAMESPACE).data)
+            hooks = present(reg.read_mutating_webhook_configuration(FULLNAME).webhooks)
+            return secret["ca.crt"], {cast(str, h.client_config.ca_bundle) for h in hooks}
 
         ca, bundles = state()
         assert bundles == {ca}, "the webhook configuration trusts the Secret's CA"
-        secret = core.read_namespaced_secret(SECRET, NAMESPACE).data
+        secret = cast(dict[str, str], core.read_namespaced_secret(SECRET, NAMESPACE).data)
         assert served(first) == served(second) == der(secret["tls.crt"])
 
         target = cluster.create_namespace(f"git-{uuid.uuid4().hex[:6]}", labels={LABEL: "true"})

@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from controller.core.basics import names
 from controller.core.placement import budget, gate
 from e2e.harness import chart
-from e2e.harness.cluster import ClusterHandle
+from e2e.harness.cluster import ClusterHandle, name_of, present
 from e2e.harness.coscheduler import Coscheduler
 from e2e.harness.scenario import Scenario
 
@@ -35,7 +35,7 @@ REQ = "requiredDuringSchedulingIgnoredDuringExecution"
 @pytest.fixture
 def as_chart(coscheduler: Coscheduler) -> Iterator[client.ApiClient]:
     assert coscheduler.kubeconfig is not None
-    api = config.new_client_from_config(str(coscheduler.kubeconfig))
+    api = config.new_client_from_config(str(coscheduler.kubeconfig))  # type: ignore[no-untyped-call]
     yield api
     api.close()
 
@@ -44,7 +44,7 @@ def forbidden(call: Callable[[], Any]) -> bool:
     try:
         call()
     except ApiException as e:
-        return e.status == 403
+        return bool(e.status == 403)  # the client leaves `status` untyped
     return False
 
 
@@ -65,12 +65,12 @@ def test_chart_identity_is_refused_what_it_must_not_do(
                              {"name": "s", "image": "busybox", "script": "true"}]}}]}}})
 
         # a team's own budget
-        client.PolicyV1Api(admin).create_namespaced_pod_disruption_budget(ns, {
+        client.PolicyV1Api(admin).create_namespaced_pod_disruption_budget(ns, {  # type: ignore[arg-type]
             "metadata": {"name": "theirs"},
             "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"team": "a"}}}})
 
         # a pod held by our gate and another's, as its owner made it
-        client.CoreV1Api(admin).create_namespaced_pod(ns, {
+        client.CoreV1Api(admin).create_namespaced_pod(ns, {  # type: ignore[arg-type]
             "metadata": {"name": "held", "labels": {"team": "a"}},
             "spec": {"containers": [{"name": "c", "image": "busybox"}],
                      "schedulingGates": [{"name": gate.GATE}, {"name": "example.com/quota"}]}})
@@ -86,7 +86,7 @@ def test_chart_identity_is_refused_what_it_must_not_do(
         "read secrets": lambda: core.list_secret_for_all_namespaces(),
         "create pods": lambda: core.create_namespaced_pod(
             ns,
-            {
+            {  # type: ignore[arg-type]
                 "metadata": {"name": "x"},
                 "spec": {"containers": [{"name": "c", "image": "busybox"}]},
             },
@@ -94,7 +94,7 @@ def test_chart_identity_is_refused_what_it_must_not_do(
         # the pods guard lets it make reservation pods only: not one dressed as one
         "create a pod dressed as a reservation": lambda: core.create_namespaced_pod(
             ns,
-            {
+            {  # type: ignore[arg-type]
                 "metadata": {"name": "y", "labels": {
                     "app.kubernetes.io/managed-by": "tekton-coscheduler",
                     "app.kubernetes.io/component": "reservation"}},
@@ -120,7 +120,7 @@ def test_chart_identity_is_refused_what_it_must_not_do(
             {"name": "example.com/quota", "$patch": "delete"}]}}),
         "delete another's budget": lambda: policy.delete_namespaced_pod_disruption_budget(
             "theirs", ns),
-        "make a budget not ours": lambda: policy.create_namespaced_pod_disruption_budget(ns, {
+        "make a budget not ours": lambda: policy.create_namespaced_pod_disruption_budget(ns, {  # type: ignore[arg-type]
             "metadata": {"name": "lax"},
             "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"team": "b"}}}}),
         "delete namespaces": lambda: core.delete_namespace(ns),
@@ -150,10 +150,10 @@ def test_chart_identity_is_refused_what_it_must_not_do(
     patch_run({"metadata": {"labels": {names.LABEL_ANCHORED: "uid"},
                             "annotations": {names.ANNOTATION_TOPOLOGY_KEY: "zone"}}})()
     patch_pod(gate.release())()
-    gates = core.read_namespaced_pod("held", ns).spec.scheduling_gates
+    gates = present(present(core.read_namespaced_pod("held", ns).spec).scheduling_gates)
     assert [g.name for g in gates] == ["example.com/quota"]
     # and what it needs works
-    policy.create_namespaced_pod_disruption_budget(ns, budget.of_namespace(ns))
+    policy.create_namespaced_pod_disruption_budget(ns, budget.of_namespace(ns))  # type: ignore[arg-type]
     policy.delete_namespaced_pod_disruption_budget(budget.NAME, ns)
     assert core.list_namespace(label_selector=f"{names.NAMESPACE_LABEL}=true") is not None
     assert (
@@ -173,7 +173,7 @@ def test_upgrade_keeps_the_webhook_answering_and_the_ca_stable(
     with cluster.api_client() as api:
         core, reg = client.CoreV1Api(api), client.AdmissionregistrationV1Api(api)
         secret = f"{release}-tekton-coscheduler-webhook-tls"
-        ca_before = core.read_namespaced_secret(secret, ns).data["ca.crt"]
+        ca_before = present(core.read_namespaced_secret(secret, ns).data)["ca.crt"]
         target = cluster.create_namespace(
             f"upg-{uuid.uuid4().hex[:6]}", labels={names.NAMESPACE_LABEL: "true"}
         )
@@ -211,14 +211,14 @@ def test_upgrade_keeps_the_webhook_answering_and_the_ca_stable(
         assert len(created) > 0
         for name in created:
             assert s.pod(name)["spec"]["affinity"]["podAffinity"][REQ], name
-        hook = reg.read_mutating_webhook_configuration(f"{release}-tekton-coscheduler").webhooks[0]
+        hook = present(reg.read_mutating_webhook_configuration(f"{release}-tekton-coscheduler").webhooks)[0]
         assert hook.timeout_seconds == 7
-        assert core.read_namespaced_secret(secret, ns).data["ca.crt"] == ca_before
+        assert present(core.read_namespaced_secret(secret, ns).data)["ca.crt"] == ca_before
 
         chart.uninstall(cluster, release=release, namespace=ns)
-        names_left = [m.metadata.name for m in reg.list_mutating_webhook_configuration().items]
+        names_left = [name_of(m) for m in reg.list_mutating_webhook_configuration().items]
         assert f"{release}-tekton-coscheduler" not in names_left
-        assert not [x for x in core.list_namespaced_secret(ns).items if x.metadata.name == secret]
+        assert not [x for x in core.list_namespaced_secret(ns).items if name_of(x) == secret]
         # pods of opted-in namespaces are still created (the session's own release still answers)
         assert s.pod_node(s.task_pod(run, "after-uninstall", claims=()))
         s.close()
@@ -267,22 +267,22 @@ def test_the_deployment_is_admitted_under_restricted_pod_security_and_serves_the
         )
 
         def available() -> bool:
-            status = apps.read_namespaced_deployment(fullname, ns).status
+            status = present(apps.read_namespaced_deployment(fullname, ns).status)
             return status.available_replicas == 2
 
         try:
             cluster.wait_for(available, timeout=60, what="the chart's Deployment available")
         except TimeoutError as e:
             failures = [
-                f"{rs.metadata.name}: {c.message}"
+                f"{name_of(rs)}: {c.message}"
                 for rs in apps.list_namespaced_replica_set(ns).items
-                for c in rs.status.conditions or []
+                for c in present(rs.status).conditions or []
                 if c.type == "ReplicaFailure"
             ]
             raise AssertionError(f"{e}; replica set failures: {failures}") from e
 
         pods = core.list_namespaced_pod(ns, label_selector=selector).items
-        assert len({p.spec.node_name for p in pods}) == 2, "replicas should prefer distinct nodes"
+        assert len({present(p.spec).node_name for p in pods}) == 2, "replicas should prefer distinct nodes"
 
         def endpoints() -> set[str]:
             slices = discovery.list_namespaced_endpoint_slice(
@@ -294,15 +294,15 @@ def test_the_deployment_is_admitted_under_restricted_pod_security_and_serves_the
                 for port in s.ports or []
                 if port.name == "webhook"
                 for endpoint in s.endpoints or []
-                if endpoint.conditions.ready
+                if present(endpoint.conditions).ready
                 for address in endpoint.addresses
             }
 
-        expected = {f"{p.status.pod_ip}:9443" for p in pods}
+        expected = {f"{present(p.status).pod_ip}:9443" for p in pods}
         cluster.wait_for(lambda: endpoints() == expected, timeout=30, what="webhook endpoints")
 
         def budget_counts_both() -> bool:
-            status = policy.read_namespaced_pod_disruption_budget(fullname, ns).status
+            status = present(policy.read_namespaced_pod_disruption_budget(fullname, ns).status)
             return status.current_healthy == 2 and status.disruptions_allowed == 1
 
         cluster.wait_for(budget_counts_both, timeout=30, what="the PDB to count both replicas")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ def env_of(docs: list[dict[str, Any]]) -> dict[str, str]:
     return {e["name"]: e.get("value") for e in container["env"]}
 
 
-COMBINATIONS = {
+COMBINATIONS: dict[str, dict[str, Any]] = {
     "defaults": {},
     "cert-manager-self-signed": {"webhook.tls.mode": "certManager"},
     "cert-manager-issuer": {"webhook.tls.mode": "certManager",
@@ -312,8 +313,10 @@ def test_every_operator_setting_is_a_chart_value(monkeypatch: pytest.MonkeyPatch
 def test_rbac_is_exactly_what_the_operator_needs(tls: str) -> None:
     docs = chart.render({"webhook.tls.mode": tls})
     granted: dict[str, set[tuple[str, str, str]]] = {"cluster": set(), "tekton": set(), "own": set()}
-    for kind, scope_of in (("ClusterRole", lambda d: "cluster"),
-                           ("Role", lambda d: "tekton" if d["metadata"]["namespace"] == "tekton-pipelines" else "own")):
+    scopes: tuple[tuple[str, Callable[[dict[str, Any]], str]], ...] = (
+        ("ClusterRole", lambda d: "cluster"),
+        ("Role", lambda d: "tekton" if d["metadata"]["namespace"] == "tekton-pipelines" else "own"))
+    for kind, scope_of in scopes:
         for role in by_kind(docs, kind):
             for rule in role["rules"]:
                 for field in ("apiGroups", "resources", "verbs"):

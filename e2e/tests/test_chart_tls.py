@@ -22,14 +22,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import trustme
 from kubernetes import client
 
 from e2e.harness import chart
-from e2e.harness.cluster import BinaryNotFound, ClusterHandle, cert_manager
+from e2e.harness.cluster import BinaryNotFound, ClusterHandle, cert_manager, name_of, present
 from e2e.harness.coscheduler import Coscheduler, project_secret
 from e2e.harness.scenario import Scenario
 
@@ -121,27 +121,27 @@ def replica(
 
 
 def ready(custom: client.CustomObjectsApi) -> bool:
-    cert = custom.get_namespaced_custom_object(
+    cert = cast(dict[str, Any], custom.get_namespaced_custom_object(
         cert_manager.GROUP, cert_manager.VERSION, NAMESPACE, "certificates", CERTIFICATE
-    )
+    ))
     conditions = cert.get("status", {}).get("conditions", [])
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 def secret_data(api: client.ApiClient) -> dict[str, str]:
-    data: dict[str, str] = client.CoreV1Api(api).read_namespaced_secret(SECRET, NAMESPACE).data
-    return data
+    # The client types a Secret's data bytes | str; read back from a server it is base64 text.
+    return cast(dict[str, str], client.CoreV1Api(api).read_namespaced_secret(SECRET, NAMESPACE).data)
 
 
 def injected_ca(api: client.ApiClient, configuration: str = FULLNAME) -> str:
     reg = client.AdmissionregistrationV1Api(api)
-    hook = reg.read_mutating_webhook_configuration(configuration).webhooks[0]
+    hook = present(reg.read_mutating_webhook_configuration(configuration).webhooks)[0]
     return str(hook.client_config.ca_bundle or "")
 
 
 def webhook_configurations(api: client.ApiClient) -> list[str]:
     reg = client.AdmissionregistrationV1Api(api)
-    return [m.metadata.name for m in reg.list_mutating_webhook_configuration().items]
+    return [name_of(m) for m in reg.list_mutating_webhook_configuration().items]
 
 
 def leaf(pem: str) -> str:
@@ -152,9 +152,9 @@ def leaf(pem: str) -> str:
 
 def renew(custom: client.CustomObjectsApi) -> None:
     """What `cmctl renew` does: the Issuing condition, set by hand."""
-    cert = custom.get_namespaced_custom_object(
+    cert = cast(dict[str, Any], custom.get_namespaced_custom_object(
         cert_manager.GROUP, cert_manager.VERSION, NAMESPACE, "certificates", CERTIFICATE
-    )
+    ))
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     conditions: list[dict[str, Any]] = [
         c for c in cert.get("status", {}).get("conditions", []) if c["type"] != "Issuing"
@@ -222,9 +222,9 @@ def test_cert_manager_issues_injects_and_a_renewal_is_served_without_restart(
     chart.uninstall(cluster, release=RELEASE, namespace=NAMESPACE)
     with cluster.api_client() as api:
         assert FULLNAME not in webhook_configurations(api)
-        certificates = client.CustomObjectsApi(api).list_namespaced_custom_object(
+        certificates = cast(dict[str, Any], client.CustomObjectsApi(api).list_namespaced_custom_object(
             cert_manager.GROUP, cert_manager.VERSION, NAMESPACE, "certificates"
-        )["items"]
+        ))["items"]
         assert certificates == []
     scenario.close()
 

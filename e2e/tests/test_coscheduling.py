@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from controller.core.basics import names
-from e2e.harness.cluster import ClusterHandle
+from e2e.harness.cluster import ClusterHandle, present
 from e2e.harness.coscheduler import Coscheduler
 from e2e.harness.scenario import Scenario, user_affinity
 
@@ -195,9 +195,9 @@ def test_a_balloon_deleted_by_hand_is_made_again_beside_its_claim(
 
     def bound_pod_of_new_balloon() -> str | None:
         for pod in s.core.list_namespaced_pod(s.ns, label_selector=names.BALLOON_SELECTOR).items:
-            owners = {o.uid for o in pod.metadata.owner_references or []}
-            if again.metadata.uid in owners and pod.spec.node_name:
-                return str(pod.spec.node_name)
+            owners = {o.uid for o in present(pod.metadata).owner_references or []}
+            if present(again.metadata).uid in owners and present(pod.spec).node_name:
+                return str(present(pod.spec).node_name)
         return None
 
     assert s.cluster.wait_for(bound_pod_of_new_balloon, timeout=60,

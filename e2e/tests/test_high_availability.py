@@ -68,8 +68,11 @@ def test_one_leader_both_serve_and_failover(
                          what="the leader's gauges to say it leads")
         assert standby.metric(LEADER) == 0
         for replica in (coscheduler, standby):
-            cluster.wait_for(lambda r=replica: r.metric("tekton_coscheduler_ready") == 1,
-                             timeout=30, what=f"{replica.name} ready, as its gauge says")
+
+            def ready(r: Coscheduler = replica) -> bool:
+                return r.metric("tekton_coscheduler_ready") == 1
+
+            cluster.wait_for(ready, timeout=30, what=f"{replica.name} ready, as its gauge says")
             for process in ("server", "reconciler"):
                 assert replica.metric("tekton_coscheduler_build_info", process=process) == 1
                 assert replica.metric("process_resident_memory_bytes", process=process) > 0

@@ -24,7 +24,7 @@ from controller.core.placement.balloon import balloon_name
 from e2e.harness import chart
 from e2e.harness import real as real_
 from e2e.harness import tekton_runs as tr
-from e2e.harness.cluster import realhost, realimages, realnode
+from e2e.harness.cluster import name_of, present, realhost, realimages, realnode
 from e2e.harness.load import PodLoad
 from e2e.harness.real import Real
 from e2e.harness.rollout_trace import RolloutTrace
@@ -53,7 +53,7 @@ def run_in(real: Real, ns: str, argv: list[str], **spec: Any) -> str:
                                     "allowPrivilegeEscalation": False,
                                     "capabilities": {"drop": ["ALL"]}}}]}})
         real.cluster.wait_for(
-            lambda: core.read_namespaced_pod(name, ns).status.phase in ("Succeeded", "Failed"),
+            lambda: present(core.read_namespaced_pod(name, ns).status).phase in ("Succeeded", "Failed"),
             timeout=120, what=f"pod {name} ended")
         return str(core.read_namespaced_pod_log(name, ns))
 
@@ -82,20 +82,20 @@ def test_a_node_pulls_from_the_lab_s_registry_and_only_with_its_pull_secret(real
         def refused(name: str) -> str:
             """The kubelet's word on the failed pull, once the pod waits for its image."""
             def failed() -> str | None:
-                status = core.read_namespaced_pod(name, ns).status
-                if not any(s.state.waiting and s.state.waiting.reason in (
+                status = present(core.read_namespaced_pod(name, ns).status)
+                if not any((waiting := present(s.state).waiting) and waiting.reason in (
                         "ErrImagePull", "ImagePullBackOff")
                         for s in status.container_statuses or []):
                     return None
                 events = core.list_namespaced_event(
                     ns, field_selector=f"involvedObject.name={name},reason=Failed").items
-                return next((str(e.message) for e in events if "pull" in e.message), None)
+                return next((str(e.message) for e in events if "pull" in present(e.message)), None)
 
             return real.cluster.wait_for(failed, timeout=90, what=f"{name} refused its image")
 
         before = refused(pod([]))
         ran = pod([{"name": secret}])
-        real.cluster.wait_for(lambda: core.read_namespaced_pod(ran, ns).status.phase
+        real.cluster.wait_for(lambda: present(core.read_namespaced_pod(ran, ns).status).phase
                               == "Succeeded", timeout=120, what=f"{ran} pulled and ran")
         after = refused(pod([]))  # the node holds the image now
     print(f"without the secret: {before}\nonce the node holds the image: {after}")
@@ -114,7 +114,8 @@ def test_the_image_runs_as_the_chart_promises(real: Real) -> None:
     pods = realnode.wait_pods_ready(real.cluster, NAMESPACE, SELECTOR, 2)
     by_name = {n.name: n for n in real.nodes.nodes}
     for pod in pods:
-        pid = by_name[pod.spec.node_name].process(pod.status.container_statuses[0].container_id)
+        statuses = present(present(pod.status).container_statuses)
+        pid = by_name[present(present(pod.spec).node_name)].process(present(statuses[0].container_id))
         status = Path(f"/proc/{pid}/status").read_text()
         ids = {line.split(":")[0]: line.split()[1:] for line in status.splitlines()
                if line.startswith(("Uid:", "Gid:"))}
@@ -150,8 +151,8 @@ def test_helm_test_runs_check_under_the_operator_s_account(real: Real) -> None:
             failed = chart.run_helm(["test", chart.RELEASE, "--namespace", NAMESPACE, "--logs"],
                                     kubeconfig=kubeconfig, check=False)
         finally:
-            binding.metadata = client.V1ObjectMeta(name=FULLNAME, labels=binding.metadata.labels,
-                                                   annotations=binding.metadata.annotations)
+            binding.metadata = client.V1ObjectMeta(name=FULLNAME, labels=present(binding.metadata).labels,
+                                                   annotations=present(binding.metadata).annotations)
             rbac.create_cluster_role_binding(binding)
     assert failed.returncode != 0, failed.stdout
     assert "Failed" in failed.stdout + failed.stderr
@@ -160,23 +161,23 @@ def test_helm_test_runs_check_under_the_operator_s_account(real: Real) -> None:
 def test_the_chart_s_replicas_run_lead_and_serve_metrics_through_their_service(real: Real) -> None:
     install(real, "policy")
     pods = realnode.wait_pods_ready(real.cluster, NAMESPACE, SELECTOR, 2)
-    assert {p.spec.node_name for p in pods} == {n.name for n in real.nodes.nodes}
+    assert {present(p.spec).node_name for p in pods} == {n.name for n in real.nodes.nodes}
     with real.cluster.api_client() as api:
         coordination, core = client.CoordinationV1Api(api), client.CoreV1Api(api)
 
         def holder() -> str:
             lease = coordination.read_namespaced_lease(FULLNAME, NAMESPACE)
-            return str(lease.spec.holder_identity or "")
+            return str(present(lease.spec).holder_identity or "")
 
         try:
             leader = real.cluster.wait_for(holder, timeout=60, what="a replica holds the Lease")
         except TimeoutError:
             for pod in pods:
-                print(core.read_namespaced_pod_log(pod.metadata.name, NAMESPACE, tail_lines=60))
+                print(core.read_namespaced_pod_log(name_of(pod), NAMESPACE, tail_lines=60))
             raise
         service = core.read_namespaced_service(FULLNAME, NAMESPACE)
-    assert leader.split("_")[0] in {p.metadata.name for p in pods}, leader
-    url = f"http://{service.spec.cluster_ip}:9090/metrics"
+    assert leader.split("_")[0] in {name_of(p) for p in pods}, leader
+    url = f"http://{present(service.spec).cluster_ip}:9090/metrics"
     with urllib.request.urlopen(url, timeout=10) as resp:  # kube-proxy to a replica
         assert b"tekton_coscheduler_" in resp.read()
 
@@ -201,9 +202,9 @@ def test_a_real_run_shares_a_real_volume_beside_its_real_balloon(
     run = s.start(write_and_read(tr.unique("real"), tr.volume_claim_template()))
     assert s.anchor(run, timeout=120) == node.name
     with real.cluster.api_client() as api:  # as the operator made it, before admission
-        template = client.AppsV1Api(api).read_namespaced_stateful_set(
-            balloon_name(run["metadata"]["uid"]), s.ns).spec.template.spec
-    assert [r.name for r in template.image_pull_secrets] == [real_.PULL_SECRET]
+        template = present(present(client.AppsV1Api(api).read_namespaced_stateful_set(
+            balloon_name(run["metadata"]["uid"]), s.ns).spec).template.spec)
+    assert [r.name for r in present(template.image_pull_secrets)] == [real_.PULL_SECRET]
     assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded")
     assert_co_located(s, run, node.name, real_.TASKS)
     balloon = s.recorder.balloons(run["metadata"]["uid"])[0]
@@ -288,7 +289,7 @@ def test_replicas_keeping_their_own_certificate_serve_the_webhook_through_the_se
             secret = core.read_namespaced_secret(f"{FULLNAME}-webhook-tls", NAMESPACE)
             hooks = client.AdmissionregistrationV1Api(api).read_mutating_webhook_configuration(
                 FULLNAME).webhooks
-            assert {h.client_config.ca_bundle for h in hooks} == {secret.data["ca.crt"]}
+            assert {h.client_config.ca_bundle for h in present(hooks)} == {present(secret.data)["ca.crt"]}
             ns = real_.namespace(real, f"own-{uuid.uuid4().hex[:6]}",
                                  {names.NAMESPACE_LABEL: "true"})
             with PodRecorder(real.cluster, ns) as recorder:
@@ -363,7 +364,7 @@ def test_a_large_step_image_is_pulled_at_its_size(real: Real) -> None:
             "spec": {"restartPolicy": "Never", "nodeSelector": {"kubernetes.io/hostname": node},
                      "containers": [{"name": "c", "image": name,
                                      "command": ["sh", "-c", "test -s /data/random"]}]}})
-        real.cluster.wait_for(lambda: core.read_namespaced_pod("big", ns).status.phase
+        real.cluster.wait_for(lambda: present(core.read_namespaced_pod("big", ns).status).phase
                               == "Succeeded", timeout=300, what="the large image pulled and run")
     pulls = [p for p in real.nodes.pulled(node) if p.image == name]
     print(f"{name}: {size / 2**20:.0f} MiB in the registry; {node} pulled {pulls}")
@@ -413,7 +414,7 @@ def assign_uid_to_our_pods(real: Real, ns: str, uid: int) -> None:
                              "labels": {names.LABEL_COMPONENT: names.COMPONENT_BALLOON}},
                 "spec": {"containers": [{"name": "c", "image": realimages.balloon()}]}},
                 dry_run="All")
-            context = pod.spec.security_context
+            context = present(pod.spec).security_context
             return bool(context and context.run_as_user == uid)
 
         real.cluster.wait_for(applied, timeout=30, what="the UID-assigning policy applied")
@@ -431,7 +432,7 @@ def wait_pinning(real: Real, ns: str) -> None:
                     "tekton.dev/pipelineRun": "probe", "tekton.dev/taskRun": "probe-t"}},
                 "spec": {"containers": [{"name": "c", "image": realimages.busybox()}]}},
                 dry_run="All")
-            return pod.spec.affinity is not None
+            return present(pod.spec).affinity is not None
 
         real.cluster.wait_for(pinned, timeout=60, what=f"admission pins the pods of {ns}")
 
@@ -439,8 +440,8 @@ def wait_pinning(real: Real, ns: str) -> None:
 def uid_of(real: Real, pod: client.V1Pod) -> list[str]:
     """The real, effective, saved and filesystem UIDs of the pod's first container's process, as
     the kernel sees them."""
-    node = next(n for n in real.nodes.nodes if n.name == pod.spec.node_name)
-    pid = node.process(pod.status.container_statuses[0].container_id)
+    node = next(n for n in real.nodes.nodes if n.name == present(pod.spec).node_name)
+    pid = node.process(present(present(present(pod.status).container_statuses)[0].container_id))
     status = Path(f"/proc/{pid}/status").read_text()
     return next(line.split()[1:] for line in status.splitlines() if line.startswith("Uid:"))
 
@@ -455,7 +456,7 @@ def test_the_operator_and_the_balloon_run_under_an_arbitrary_uid_as_openshift_as
     install(real, "policy", {"podSecurityContext": {"runAsUser": ARBITRARY_UID}})
     pods = realnode.wait_pods_ready(real.cluster, NAMESPACE, SELECTOR, 2)
     for pod in pods:
-        assert uid_of(real, pod) == [str(ARBITRARY_UID)] * 4, pod.metadata.name
+        assert uid_of(real, pod) == [str(ARBITRARY_UID)] * 4, name_of(pod)
     assert real.cluster.wait_for(lambda: real_.leader(real), timeout=60, what="a leader")
 
     assign_uid_to_our_pods(real, s.ns, ARBITRARY_UID + 1)
@@ -467,8 +468,8 @@ def test_the_operator_and_the_balloon_run_under_an_arbitrary_uid_as_openshift_as
     selector = (f"{names.LABEL_RUN_UID}={run['metadata']['uid']},"
                 f"{names.LABEL_COMPONENT}={names.COMPONENT_BALLOON}")
     (balloon,) = realnode.wait_pods_ready(real.cluster, s.ns, selector, 1, timeout=120)
-    assert balloon.spec.security_context.run_as_user == ARBITRARY_UID + 1  # not ours: assigned
-    assert balloon.spec.security_context.run_as_non_root is True
+    assert present(present(balloon.spec).security_context).run_as_user == ARBITRARY_UID + 1  # not ours: assigned
+    assert present(present(balloon.spec).security_context).run_as_non_root is True
     assert uid_of(real, balloon) == [str(ARBITRARY_UID + 1)] * 4
     assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded")
     assert_co_located(s, run, node.name, real_.TASKS)

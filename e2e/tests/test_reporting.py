@@ -7,13 +7,14 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from kubernetes import client
 
 from controller.core.basics import names
 from controller.core.placement import budget
-from e2e.harness.cluster import ClusterHandle, read_versions
+from e2e.harness.cluster import ClusterHandle, name_of, present, read_versions
 from e2e.harness.cluster import tekton as tekton_cluster
 from e2e.harness.coscheduler import Coscheduler
 from e2e.harness.scenario import Scenario
@@ -26,13 +27,15 @@ POLICY = ("tekton-coscheduler.dev", "v1alpha1")
 
 
 def wait_event(s: Scenario, reason: str, timeout: float = 30) -> client.CoreV1Event:
-    return s.cluster.wait_for(lambda: s.events(reason), timeout=timeout, what=f"Event {reason}")[0]
+    event: client.CoreV1Event = s.cluster.wait_for(lambda: s.events(reason), timeout=timeout, what=f"Event {reason}")[0]
+    return event
 
 
 def ready_condition(s: Scenario, name: str) -> dict[str, str] | None:
-    obj = s.custom.get_namespaced_custom_object(*POLICY, s.ns, "coschedulingpolicies", name)
+    obj = cast(dict[str, Any], s.custom.get_namespaced_custom_object(*POLICY, s.ns, "coschedulingpolicies", name))
     conds = (obj.get("status") or {}).get("conditions") or []
-    return next((c for c in conds if c["type"] == "Ready"), None)
+    ready: dict[str, str] | None = next((c for c in conds if c["type"] == "Ready"), None)
+    return ready
 
 
 def test_pod_bound_elsewhere_is_counted_as_misplaced(enabled: Scenario, nodes: list[str],
@@ -47,7 +50,7 @@ def test_pod_bound_elsewhere_is_counted_as_misplaced(enabled: Scenario, nodes: l
     rogue = s.task_pod(run, "preset", claims=())
     s.core.delete_namespaced_pod(rogue, s.ns, grace_period_seconds=0)
     s.cluster.wait_for(lambda: not [p for p in s.core.list_namespaced_pod(s.ns).items
-                                    if p.metadata.name == rogue], timeout=30, what="pod deleted")
+                                    if name_of(p) == rogue], timeout=30, what="pod deleted")
     # ...so a misplaced pod can only come from outside it: a pod created with nodeName set.
     body = s.pod(pod)
     for key in ("uid", "resourceVersion", "creationTimestamp", "managedFields"):
@@ -56,17 +59,17 @@ def test_pod_bound_elsewhere_is_counted_as_misplaced(enabled: Scenario, nodes: l
     body["metadata"]["labels"]["tekton.dev/taskRunUID"] = str(uuid.uuid4())
     body["spec"]["nodeName"] = other
     body.pop("status", None)
-    s.core.create_namespaced_pod(s.ns, body)
+    s.core.create_namespaced_pod(s.ns, body)  # type: ignore[arg-type]
     s.cluster.wait_for(lambda: coscheduler.metric("tekton_coscheduler_misplaced_pods_total") > before,
                        timeout=30, what="misplaced pod counted")
-    assert other in wait_event(s, "PodMisplaced").message
+    assert other in present(wait_event(s, "PodMisplaced").message)
 
 
 def test_balloon_no_node_fits_is_said_at_once(enabled: Scenario, coscheduler: Coscheduler) -> None:
     s = enabled
     run = s.run(workspaces=[{"name": "w", "emptyDir": {}}], pod_template={"nodeSelector": {"pool": "nowhere"}})
     event = wait_event(s, "BalloonUnschedulable", timeout=20)
-    assert "node" in event.message and event.type == "Warning"
+    assert "node" in present(event.message) and event.type == "Warning"
     assert coscheduler.metric("tekton_coscheduler_balloon_problems_total", reason="unschedulable") >= 1
     s.finish(run)
 
@@ -75,25 +78,25 @@ def test_a_balloon_pod_the_quota_refuses_is_said_with_the_quota_s_words(enabled:
     """The StatefulSet is made but its controller may not make the pod: its FailedCreate is
     the why (a StatefulSet merely slow to make one, as in a burst, is not said)."""
     s = enabled
-    s.core.create_namespaced_resource_quota(s.ns, {"metadata": {"name": "no-pods"},
+    s.core.create_namespaced_resource_quota(s.ns, {"metadata": {"name": "no-pods"},  # type: ignore[arg-type]
                                                    "spec": {"hard": {"pods": "0"}}})
-    s.cluster.wait_for(lambda: (s.core.read_namespaced_resource_quota("no-pods", s.ns).status.hard),
+    s.cluster.wait_for(lambda: present(s.core.read_namespaced_resource_quota("no-pods", s.ns).status).hard,
                        timeout=30, what="quota counted")
     s.run(workspaces=[{"name": "w", "emptyDir": {}}])
     event = wait_event(s, "BalloonNotPlaced", timeout=60)
-    assert "exceeded quota" in event.message and "the run's pods wait" in event.message
+    assert "exceeded quota" in present(event.message) and "the run's pods wait" in present(event.message)
 
 
 def test_a_budget_of_another_s_holding_our_name_is_said_on_the_run(enabled: Scenario) -> None:
     """Somebody's PodDisruptionBudget took the name of the namespace's budget for balloons:
     ours cannot be made, and the run is told (a drain may evict its anchor)."""
     s = enabled
-    client.PolicyV1Api(s.core.api_client).create_namespaced_pod_disruption_budget(s.ns, {
+    client.PolicyV1Api(s.core.api_client).create_namespaced_pod_disruption_budget(s.ns, {  # type: ignore[arg-type]
         "metadata": {"name": budget.NAME},
         "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}})
     run = s.run(workspaces=[{"name": "w", "emptyDir": {}}])
     event = wait_event(s, "BalloonUnprotected", timeout=30)
-    assert "did not make" in event.message and event.type == "Warning"
+    assert "did not make" in present(event.message) and event.type == "Warning"
     s.finish(run)
 
 
@@ -103,22 +106,22 @@ def refused_statefulset(s: Scenario) -> bool:
         "template": {"metadata": {"labels": {"app": "probe"}},
                      "spec": {"containers": [{"name": "c", "image": "pause"}]}}}}
     try:
-        s.apps.create_namespaced_stateful_set(s.ns, sts, dry_run="All")
+        s.apps.create_namespaced_stateful_set(s.ns, sts, dry_run="All")  # type: ignore[arg-type]
     except client.ApiException as exc:
-        return exc.status == 403
+        return bool(exc.status == 403)  # the client leaves `status` untyped
     return False
 
 
 def test_balloon_refused_by_quota_is_said(enabled: Scenario, coscheduler: Coscheduler) -> None:
     s = enabled
-    s.core.create_namespaced_resource_quota(s.ns, {"metadata": {"name": "no-statefulsets"},
+    s.core.create_namespaced_resource_quota(s.ns, {"metadata": {"name": "no-statefulsets"},  # type: ignore[arg-type]
                                                    "spec": {"hard": {"count/statefulsets.apps": "0"}}})
     # Quota admission reads quotas from its own cache: until it has this one, a StatefulSet
     # would still be made. A dry run tells when it has it.
     s.cluster.wait_for(lambda: refused_statefulset(s), timeout=30, what="the quota enforced")
     run = s.run(workspaces=[{"name": "w", "emptyDir": {}}])
     event = wait_event(s, "BalloonCreateFailed")
-    assert "403" in event.message and "quota" in event.message.lower()
+    assert "403" in present(event.message) and "quota" in present(event.message).lower()
     assert s.balloons(run) == []
 
 
@@ -133,17 +136,18 @@ def test_policy_topology_key_reaches_the_pods_and_status_is_reported(enabled: Sc
     assert (cond["status"], cond["reason"]) == ("False", "Superseded")
     run = s.run(workspaces=[{"name": "w", "emptyDir": {}}])
     anchor = s.balloon_node(run)
-    zone = s.core.read_node(anchor).metadata.labels["topology.kubernetes.io/zone"]
+    zone = present(present(s.core.read_node(anchor).metadata).labels)["topology.kubernetes.io/zone"]
 
     def patched_term() -> list[dict[str, object]] | None:
         pod = s.task_pod(run, f"t{uuid.uuid4().hex[:4]}", claims=())
-        return s.pod(pod)["spec"]["affinity"]["podAffinity"][REQ]
+        term: list[dict[str, object]] | None = s.pod(pod)["spec"]["affinity"]["podAffinity"][REQ]
+        return term
 
     terms = s.cluster.wait_for(patched_term, timeout=10, what="pod with a term")
     assert terms[0]["topologyKey"] == "topology.kubernetes.io/zone"
     pods = [p for p in s.core.list_namespaced_pod(s.ns, label_selector="tekton.dev/taskRun").items]
-    bound = [s.pod_node(p.metadata.name) for p in pods]
-    assert {s.core.read_node(n).metadata.labels["topology.kubernetes.io/zone"] for n in bound} == {zone}
+    bound = [s.pod_node(name_of(p)) for p in pods]
+    assert {present(present(s.core.read_node(n).metadata).labels)["topology.kubernetes.io/zone"] for n in bound} == {zone}
 
 
 def test_isolation_required_keeps_two_runs_apart(enabled: Scenario, nodes: list[str]) -> None:
@@ -160,10 +164,10 @@ def test_isolation_required_keeps_two_runs_apart(enabled: Scenario, nodes: list[
 def test_pending_run_is_anchored_only_once_started(enabled: Scenario) -> None:
     s = enabled
     body_spec_status = "PipelineRunPending"
-    run = s.custom.create_namespaced_custom_object("tekton.dev", "v1", s.ns, "pipelineruns", {
+    run = cast(dict[str, Any], s.custom.create_namespaced_custom_object("tekton.dev", "v1", s.ns, "pipelineruns", {
         "apiVersion": "tekton.dev/v1", "kind": "PipelineRun", "metadata": {"name": "later"},
         "spec": {"status": body_spec_status, "pipelineRef": {"name": "p"},
-                 "workspaces": [{"name": "w", "emptyDir": {}}]}})
+                 "workspaces": [{"name": "w", "emptyDir": {}}]}}))
     time.sleep(3)
     assert s.balloons(run) == []
     s.custom.patch_namespaced_custom_object("tekton.dev", "v1", s.ns, "pipelineruns", "later",
@@ -205,7 +209,7 @@ def test_tekton_assistant_on_stops_new_balloons_and_is_said(
         events = cluster.wait_for(lambda: [
             e for e in s.core.list_namespaced_event(tekton_cluster.NAMESPACE).items
             if e.reason == "TektonAffinityAssistantOn"], timeout=20, what="Event on feature-flags")
-        assert "coschedule" in events[0].message
+        assert "coschedule" in present(events[0].message)
     finally:
         tekton_cluster.configure(cluster, None)
     cluster.wait_for(lambda: coscheduler.metric("tekton_coscheduler_tekton_affinity_assistant_enabled") == 0,

@@ -15,7 +15,7 @@ from controller.core.basics import names
 from controller.core.basics.times import parse_time
 from e2e.harness import capacity, faults
 from e2e.harness import tekton_runs as tr
-from e2e.harness.cluster import ClusterHandle
+from e2e.harness.cluster import ClusterHandle, present
 from e2e.harness.coscheduler import Coscheduler
 from e2e.harness.runs import Runs, assert_co_located, assert_untouched
 from e2e.harness.tekton_runs import FAN_OUT, FETCH, PUBLISH, PodRecorder
@@ -107,11 +107,11 @@ def test_a_burst_of_runs_that_all_succeed_together_carries_no_warning(runs: Runs
 def team_limits(s: Runs) -> None:
     """A team namespace's LimitRange (100m per container by default) and a quota that holds
     the run's widest layer (three 1-CPU builds) and a little."""
-    s.core.create_namespaced_limit_range(s.ns, {"metadata": {"name": "defaults"}, "spec": {
+    s.core.create_namespaced_limit_range(s.ns, {"metadata": {"name": "defaults"}, "spec": {  # type: ignore[arg-type]
         "limits": [{"type": "Container", "defaultRequest": {"cpu": "100m"}}]}})
-    s.core.create_namespaced_resource_quota(s.ns, {"metadata": {"name": "team"}, "spec": {
+    s.core.create_namespaced_resource_quota(s.ns, {"metadata": {"name": "team"}, "spec": {  # type: ignore[arg-type]
         "hard": {"requests.cpu": "3500m"}}})
-    s.cluster.wait_for(lambda: (s.core.read_namespaced_resource_quota("team", s.ns).status.used),
+    s.cluster.wait_for(lambda: present(s.core.read_namespaced_resource_quota("team", s.ns).status).used,
                        timeout=30, what="quota counted")
 
 
@@ -153,7 +153,7 @@ def test_a_limit_range_smaller_than_the_peak_caps_the_reservation_and_hangs_noth
     """A LimitRange whose per-pod maximum (1 CPU) is below the run's peak (3 CPUs): the
     reservation asks for what it allows, is made, and the run ends."""
     s = runs
-    s.core.create_namespaced_limit_range(s.ns, {"metadata": {"name": "max"}, "spec": {
+    s.core.create_namespaced_limit_range(s.ns, {"metadata": {"name": "max"}, "spec": {  # type: ignore[arg-type]
         "limits": [{"type": "Pod", "max": {"cpu": "1"}},
                    {"type": "Container", "max": {"cpu": "1"}, "default": {"cpu": "1"},
                     "defaultRequest": {"cpu": "100m"}}]}})
@@ -187,7 +187,7 @@ def test_a_run_larger_than_any_node_it_may_use_is_anchored_at_once_and_takes_tur
                                                   if p.task == FETCH and p.bound_at), None),
                                    timeout=60, what="fetch bound")
         assert tr.outcome(s.done(run, timeout=180)) == ("True", "Succeeded")
-        print(f"fetch bound {fetch.bound_at - made:.1f} s after the run was made")
+        print(f"fetch bound {present(fetch.bound_at) - made:.1f} s after the run was made")
         assert (fetch.bound_at or 0) - made < 5
         assert {p.node for p in s.recorder.pods(uid)} == {anchor}
         said = s.said(run, "PeakLargerThanNodes", timeout=5)

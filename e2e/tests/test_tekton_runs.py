@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from kubernetes import client
@@ -267,7 +267,7 @@ def test_pod_template_affinity_and_tolerations_are_kept(runs: Runs) -> None:
         assert len(got["podAffinity"][REQ]) == 1
         assert DEDICATED in pod.spec["tolerations"]
     # The balloon inherits what every pod of the run will carry.
-    spec = client.ApiClient().sanitize_for_serialization(balloon.spec.template.spec)
+    spec = client.ApiClient().sanitize_for_serialization(balloon.spec.template.spec)  # type: ignore[no-untyped-call]
     assert DEDICATED in spec["tolerations"]
     assert spec["affinity"]["nodeAffinity"] == user_affinity()["nodeAffinity"]
     s.wait_no_balloon(run)
@@ -312,7 +312,7 @@ def test_isolation_required_keeps_two_concurrent_runs_apart(runs: Runs) -> None:
     )
 
     def ready() -> bool:
-        obj = s.custom.get_namespaced_custom_object(*POLICY, s.ns, names.POLICY_PLURAL, "apart")
+        obj = cast(dict[str, Any], s.custom.get_namespaced_custom_object(*POLICY, s.ns, names.POLICY_PLURAL, "apart"))
         return any(
             c["type"] == "Ready" and c["status"] == "True"
             for c in (obj.get("status") or {}).get("conditions") or []

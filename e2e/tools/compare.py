@@ -47,7 +47,7 @@ from kubernetes import client
 
 from controller.core.basics import names
 from e2e.harness import tekton_runs as tr
-from e2e.harness.cluster import ClusterHandle, LocalCluster
+from e2e.harness.cluster import ClusterHandle, LocalCluster, present
 from e2e.harness.cluster import tekton as tekton_cluster
 from e2e.harness.coscheduler import Coscheduler, install_crds
 
@@ -116,13 +116,13 @@ def add_volumes(core: client.CoreV1Api, nodes: Sequence[str], kind: str, count: 
     """count free volumes in every zone (zonal) or on every node (node): wherever a run goes,
     its claim finds one, as a dynamic provisioner would make it."""
     if kind == "zonal":
-        domains = sorted({core.read_node(n).metadata.labels[ZONE] for n in nodes})
+        domains = sorted({present(present(core.read_node(n).metadata).labels)[ZONE] for n in nodes})
         key = ZONE
     else:
         domains, key = sorted(nodes), HOSTNAME
     for domain in domains:
         for _ in range(count):
-            core.create_persistent_volume(pv_body(f"cmp-{uuid.uuid4().hex[:10]}", key, domain))
+            core.create_persistent_volume(pv_body(f"cmp-{uuid.uuid4().hex[:10]}", key, domain))  # type: ignore[arg-type]
 
 
 # -- modes ----------------------------------------------------------------------------------
@@ -146,7 +146,7 @@ class Bench:
         self.operator_off()
         for recorder in self.recorders.values():
             recorder.__exit__()
-        self.api.close()
+        self.api.close()  # type: ignore[no-untyped-call]
 
     def prepare(self) -> None:
         install_crds(self.cluster)

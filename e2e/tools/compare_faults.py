@@ -29,7 +29,7 @@ from kubernetes import client
 from controller.core.basics import names
 from e2e.harness import faults
 from e2e.harness import tekton_runs as tr
-from e2e.harness.cluster import LocalCluster
+from e2e.harness.cluster import LocalCluster, present
 from e2e.harness.cluster import tekton as tekton_cluster
 from e2e.harness.coscheduler import Coscheduler, install_crds
 
@@ -59,8 +59,8 @@ def anchor_node(core: client.CoreV1Api, ns: str, run: dict[str, Any], mode: str)
     else:
         selector = f"app.kubernetes.io/component={ASSISTANT}"
     pods = [p for p in core.list_namespaced_pod(ns, label_selector=selector).items
-            if p.spec.node_name and p.metadata.deletion_timestamp is None]
-    return str(pods[0].spec.node_name) if pods else ""
+            if present(p.spec).node_name and present(p.metadata).deletion_timestamp is None]
+    return str(present(pods[0].spec).node_name) if pods else ""
 
 
 def one(cluster: LocalCluster, operator: Coscheduler, mode: str, event: str,
@@ -98,14 +98,14 @@ def one(cluster: LocalCluster, operator: Coscheduler, mode: str, event: str,
             time.sleep(1)
         after = anchor_node(core, ns, run, mode) if event != "deleted" or ours else ""
         told = sorted({
-            e.reason for e in core.list_namespaced_event(ns).items
+            present(e.reason) for e in core.list_namespaced_event(ns).items
             if e.involved_object.uid == run["metadata"]["uid"]
             and (e.type == "Warning" or (e.source and e.source.component == names.APP))
             and e.last_timestamp and e.last_timestamp.timestamp() >= t0 - 1
         })
         if finished is None:
             custom.delete_namespaced_custom_object(*tr.TEKTON, ns, "pipelineruns", name)
-    outcome = tr.outcome(finished)[1] if finished else "stuck"
+    outcome = present(tr.outcome(finished))[1] if finished else "stuck"
     return Outcome(event, mode, outcome,
                    time.monotonic() - started if finished else float("nan"),
                    before, after or "-", told)

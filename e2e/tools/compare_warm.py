@@ -71,7 +71,7 @@ OUT = REPO / "build"
 class Start:
     mode: str
     holder: str  # the node that held the large image
-    node: str  # where the run's first pod ran
+    node: str | None  # where the run's first pod ran (None: the recorder never saw it bound)
     seconds: float  # creation to the first step running
     pulled: int  # bytes the kubelets pulled for the run
     said: str = ""  # ours: the Anchored Event, what the operator knew of the images then
@@ -80,7 +80,7 @@ class Start:
 @dataclass
 class Series:
     mode: str
-    nodes: list[str] = field(default_factory=list)
+    nodes: list[str | None] = field(default_factory=list)
     warm: list[bool] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
 

@@ -18,14 +18,14 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client
 
 from controller.core.basics import names
 from e2e.harness import release
 from e2e.harness import tekton_runs as tr
-from e2e.harness.cluster import ClusterHandle, LocalCluster
+from e2e.harness.cluster import ClusterHandle, LocalCluster, name_of, present
 from e2e.harness.coscheduler import Coscheduler
 
 NAMESPACE = "demo"
@@ -104,10 +104,10 @@ def report(cluster: ClusterHandle, run: dict[str, Any]) -> bool:
             NAMESPACE, label_selector=f"{names.LABEL_RUN_UID}={uid}"
         ).items
         pvcs = {
-            p.metadata.name: p
+            name_of(p): p
             for p in core.list_namespaced_persistent_volume_claim(NAMESPACE).items
         }
-        pvs = {p.metadata.name: p for p in core.list_persistent_volume().items}
+        pvs = {name_of(p): p for p in core.list_persistent_volume().items}
         anchored = [
             e.message
             for e in core.list_namespaced_event(NAMESPACE).items
@@ -122,16 +122,16 @@ def report(cluster: ClusterHandle, run: dict[str, Any]) -> bool:
         ]
 
     rows = [("pod", "task", "node", "claims")]
-    for pod in sorted(balloons, key=lambda p: p.metadata.name):
+    for pod in sorted(balloons, key=name_of):
         rows.append(
-            (pod.metadata.name, "(balloon)", pod.spec.node_name or "-", ", ".join(claims(pod)))
+            (name_of(pod), "(balloon)", present(pod.spec).node_name or "-", ", ".join(claims(pod)))
         )
-    for pod in sorted(pods, key=lambda p: p.metadata.creation_timestamp):
+    for pod in sorted(pods, key=lambda p: present(present(p.metadata).creation_timestamp)):
         rows.append(
             (
-                pod.metadata.name,
-                pod.metadata.labels.get("tekton.dev/pipelineTask", "?"),
-                pod.spec.node_name or "-",
+                name_of(pod),
+                present(present(pod.metadata).labels).get("tekton.dev/pipelineTask", "?"),
+                present(pod.spec).node_name or "-",
                 ", ".join(claims(pod)),
             )
         )
@@ -145,24 +145,23 @@ def report(cluster: ClusterHandle, run: dict[str, Any]) -> bool:
     volume_nodes = set()
     for name in sorted({c for p in pods for c in claims(p)}):
         pvc = pvcs.get(name)
-        pv = pvs.get(pvc.spec.volume_name) if pvc and pvc.spec.volume_name else None
-        terms = (
-            pv.spec.node_affinity.required.node_selector_terms
-            if pv and pv.spec.node_affinity
-            else []
-        )
+        volume_name = present(pvc.spec).volume_name if pvc else None
+        pv = pvs.get(volume_name) if volume_name else None
+        affinity = present(pv.spec).node_affinity if pv else None
+        terms = present(affinity.required).node_selector_terms if affinity else []
         where = ",".join(
             v for t in terms for e in t.match_expressions or [] for v in e.values or []
         )
         volume_nodes.add(where)
-        volume = pv.metadata.name if pv else "(unbound)"
+        volume = name_of(pv) if pv else "(unbound)"
         print(f"claim {name} -> volume {volume} on node {where or '?'}")
     print(
         f"balloon: {anchored[0] if anchored else 'never anchored'}; "
         f"{'still there' if balloons else 'deleted when the run finished'}"
     )
-    task_nodes = {p.spec.node_name for p in pods}
-    anchor = {b.spec.node_name for b in balloons} | {tr.anchored_node(m) for m in anchored}
+    task_nodes = {present(p.spec).node_name for p in pods}
+    anchor = {present(b.spec).node_name for b in balloons} | {
+        tr.anchored_node(present(m)) for m in anchored}
     ok = (
         len(pods) == 5
         and len(task_nodes) == 1
@@ -226,9 +225,9 @@ def main() -> int:
                 )
 
                 def finished() -> dict[str, Any] | None:
-                    run = custom.get_namespaced_custom_object(
+                    run = cast(dict[str, Any], custom.get_namespaced_custom_object(
                         "tekton.dev", "v1", NAMESPACE, "pipelineruns", name
-                    )
+                    ))
                     return run if succeeded(run) else None
 
                 run = cluster.wait_for(finished, timeout=300, what=f"PipelineRun {name} to finish")

@@ -20,14 +20,14 @@ import argparse
 import sys
 import time
 import uuid
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client
 
 from controller.core.basics import names
 from e2e.harness import real as real_
 from e2e.harness import tekton_runs as tr
-from e2e.harness.cluster import BinaryNotFound, realhost, realnode
+from e2e.harness.cluster import BinaryNotFound, name_of, present, realhost, realnode
 from e2e.harness.coscheduler import REPO
 from e2e.tools.demo import NAMESPACE, keep, report, say, step, succeeded
 
@@ -35,9 +35,9 @@ from e2e.tools.demo import NAMESPACE, keep, report, say, step, succeeded
 def replicas(made: real_.Real) -> None:
     pods = realnode.pods(made.cluster, real_.NAMESPACE, real_.SELECTOR)
     for pod in pods:
-        ready = all(c.ready for c in pod.status.container_statuses or [])
-        say(f"replica {pod.metadata.name} on {pod.spec.node_name}: "
-            f"{'Ready' if ready else 'not ready'}, image {pod.spec.containers[0].image}")
+        ready = all(c.ready for c in present(pod.status).container_statuses or [])
+        say(f"replica {name_of(pod)} on {present(pod.spec).node_name}: "
+            f"{'Ready' if ready else 'not ready'}, image {present(pod.spec).containers[0].image}")
 
 
 def balloon_cgroup(made: real_.Real, uid: str) -> None:
@@ -46,11 +46,11 @@ def balloon_cgroup(made: real_.Real, uid: str) -> None:
             NAMESPACE, label_selector=f"{names.LABEL_RUN_UID}={uid}").items
     nodes = {n.name: n for n in made.nodes.nodes}
     for pod in balloons:
-        node = nodes.get(pod.spec.node_name)
+        node = nodes.get(present(pod.spec).node_name or "")  # "": no node's name
         if node is not None:
-            limits = realhost.cgroup_limits(made.cluster, node.cgroup_root, pod.metadata.name,
+            limits = realhost.cgroup_limits(made.cluster, node.cgroup_root, name_of(pod),
                                             NAMESPACE)
-            say(f"balloon {pod.metadata.name}: QoS {pod.status.qos_class}, cgroup {limits}")
+            say(f"balloon {name_of(pod)}: QoS {present(pod.status).qos_class}, cgroup {limits}")
 
 
 def run_once(made: real_.Real) -> bool:
@@ -70,8 +70,8 @@ def run_once(made: real_.Real) -> bool:
                                                    "pipelineruns", body)
 
             def finished() -> dict[str, Any] | None:
-                run = custom.get_namespaced_custom_object("tekton.dev", "v1", NAMESPACE,
-                                                          "pipelineruns", name)
+                run = cast(dict[str, Any], custom.get_namespaced_custom_object(
+                    "tekton.dev", "v1", NAMESPACE, "pipelineruns", name))
                 return run if succeeded(run) else None
 
             run = made.cluster.wait_for(finished, timeout=300, what=f"PipelineRun {name} ended")

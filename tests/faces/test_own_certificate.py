@@ -31,7 +31,7 @@ def no_waiting(monkeypatch: pytest.MonkeyPatch) -> list[float]:
         slept.append(seconds)
         await real_sleep(0)
 
-    monkeypatch.setattr(app.asyncio, "sleep", sleep)
+    monkeypatch.setattr(asyncio, "sleep", sleep)  # the module app uses (app.asyncio)
     return slept
 
 

@@ -81,7 +81,12 @@ def test_no_list_for_the_view_s_first_sync_nor_a_namespace_switched_off() -> Non
     """The first sync is every namespace: the leader's first resync round lists them all."""
     operator = Operator()
     asked: list[str | None] = []
-    streams = _streams(operator, lambda namespace=None: asked.append(namespace) or [])
+
+    def listing(namespace: str | None = None) -> list[Any]:
+        asked.append(namespace)
+        return []
+
+    streams = _streams(operator, listing)
     streams.work.start()
     both = frozenset({"team-a", "team-b"})
     streams.on_facts(Facts(), Facts(synced=True, enabled_namespaces=both))

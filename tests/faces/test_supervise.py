@@ -24,9 +24,9 @@ async def test_a_child_that_exits_is_started_again_and_counted(tmp_path: Path) -
     stop.set()
     await asyncio.wait_for(task, 5)
     assert len(marks.read_text()) >= 2
-    assert metrics.registry.get_sample_value(
+    assert (metrics.registry.get_sample_value(
         "tekton_coscheduler_reconciler_restarts_total", {"exit_code": "3"}
-    ) >= 1
+    ) or 0) >= 1
 
 
 async def test_stop_asks_politely_then_kills(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import json
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import jsonpatch
 import kopf
@@ -148,7 +148,7 @@ def test_kopf_copies_nothing_of_an_event_s_object_to_diff_it() -> None:
     """kopf builds a diff base of every event's object before filters run (a deep copy);
     on.event handlers are given no diff, so ours is empty."""
     settings = reconciler.kopf_settings(Settings())
-    body = kopf.Body(factories.pipelinerun())
+    body = kopf.Body(cast(kopf.RawBody, factories.pipelinerun()))
     assert settings.persistence.diffbase_storage.build(body=body) == {}
 
 

@@ -186,7 +186,7 @@ label_values = st.one_of(
 json_scalars = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20)
 )
-junk = st.recursive(
+junk: st.SearchStrategy[Any] = st.recursive(
     json_scalars,
     lambda inner: st.one_of(
         st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)
@@ -194,7 +194,7 @@ junk = st.recursive(
     max_leaves=8,
 )
 # Fresh objects each draw: a shared {} would be filled by one example and seen by the next.
-empties = st.one_of(st.sampled_from([None, ""]), st.builds(dict), st.builds(list))
+empties: st.SearchStrategy[Any] = st.one_of(st.sampled_from([None, ""]), st.builds(dict), st.builds(list))
 TEKTON_LABELS = st.sampled_from([
     "tekton.dev/pipelineRun", "tekton.dev/pipelineRunUID", "tekton.dev/taskRun",
     "app.kubernetes.io/component", names.LABEL_MANAGED_BY,
@@ -236,7 +236,7 @@ def affinities(draw: st.DrawFn, valid: bool) -> Any:
                 {"weight": 10, "podAffinityTerm": _term(draw, ours=False)}]
     if shape == 5:
         aff["podAntiAffinity"] = {REQUIRED: [_term(draw, ours=False)]}
-    if not valid and aff and draw(st.booleans()):
+    if not valid and bool(aff) and draw(st.booleans()):  # bool(): mypy infers draw from `aff`
         aff[draw(st.sampled_from(sorted(aff)))] = draw(st.one_of(empties, junk))
     return aff
 

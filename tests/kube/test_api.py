@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -23,7 +24,8 @@ class Server:
     """Answers every request with `status`, `body` and `headers`; keeps what it was sent."""
 
     def __init__(self) -> None:
-        self.status, self.body, self.headers = 200, b'{"items": [{"n": 1}]}', {}
+        self.status, self.body = 200, b'{"items": [{"n": 1}]}'
+        self.headers: dict[str, str] = {}
         self.seen: list[dict[str, Any]] = []
         server = self
 
@@ -143,11 +145,16 @@ def test_credentials_are_refreshed_at_most_once_a_second_and_a_new_token_is_sent
         "users": [{"name": "u", "user": {"token": "token-1"}}],
         "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}]}))
     cfg = kubernetes.client.Configuration()
-    kubernetes.config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
-    environment_read = []
-    proxies = kubernetes.client.configuration.getproxies
-    monkeypatch.setattr(kubernetes.client.configuration, "getproxies",
-                        lambda: environment_read.append(1) or proxies())
+    kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+        config_file=str(kubeconfig), client_configuration=cfg)
+    environment_read: list[int] = []
+    proxies = urllib.request.getproxies  # what the client's configuration module imported
+
+    def getproxies() -> dict[str, str]:
+        environment_read.append(1)
+        return proxies()
+
+    monkeypatch.setattr(kubernetes.client.configuration, "getproxies", getproxies)
     now = [100.0]
     kube = Kube(connection.api_client(cfg, clock=lambda: now[0]), timeout=5)
     for _ in range(20):
@@ -160,9 +167,10 @@ def test_credentials_are_refreshed_at_most_once_a_second_and_a_new_token_is_sent
     def rotating(c: kubernetes.client.Configuration) -> None:  # as the loaders' hooks do
         refreshed.append(token[0])
         c.api_key["BearerToken"] = token[0]
-        c.refresh_api_key_hook = rotating  # each puts itself back on the configuration
+        # each puts itself back on the configuration (which types the hook as None, its default)
+        c.refresh_api_key_hook = rotating  # type: ignore[assignment]
 
-    cfg.refresh_api_key_hook = rotating
+    cfg.refresh_api_key_hook = rotating  # type: ignore[assignment]
     kube = Kube(connection.api_client(cfg, clock=lambda: now[0]), timeout=5)
     kube.list_balloon_pods("ns", "uid-1")
     token[0] = "Bearer token-2"

@@ -26,7 +26,7 @@ def client_sending(sent: list[tuple[str, str]]) -> kubernetes.client.ApiClient:
         sent.append((method, url))
         return Response()
 
-    api.call_api = call_api  # type: ignore[method-assign]
+    api.call_api = call_api  # type: ignore[method-assign, assignment]  # a fake response
     return api
 
 
@@ -93,7 +93,7 @@ def test_the_gate_comes_off_by_a_strategic_merge_patch_that_spares_a_successor_p
             raise kubernetes.client.exceptions.ApiException(status=answer[0])
         return Sent()
 
-    api.call_api = call_api  # type: ignore[method-assign]
+    api.call_api = call_api  # type: ignore[method-assign, assignment]  # a fake response
     kube = Kube(api, metrics=Metrics())
     patch = {"spec": {"schedulingGates": [{"name": "g", "$patch": "delete"}]}}
     assert kube.release_pod_gate("ns", "p", "uid-1", patch) is True

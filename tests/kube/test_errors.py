@@ -26,7 +26,9 @@ DENIED = factories.DENIED
     (answered(422, "spec: Invalid value"), "invalid", False, False),
     (answered(404), "gone", False, False),
     (answered(0), "connection", True, False),
-    (urllib3.exceptions.ReadTimeoutError(None, "/", "read timed out"), "timeout", True, False),
+    # urllib3 raises it with no pool too (its responses' own read timeouts); the stub wants one.
+    (urllib3.exceptions.ReadTimeoutError(None, "/", "read timed out"),  # type: ignore[arg-type]
+     "timeout", True, False),
     (ConnectionResetError(), "connection", True, False),
     (KeyError("spec"), "error", True, False),
 ])

@@ -21,7 +21,8 @@ class Clock:
 
 
 def test_a_write_after_the_renew_deadline_is_refused_before_it_is_sent() -> None:
-    clock, sent = Clock(), []
+    clock = Clock()
+    sent: list[tuple[str, str]] = []
     token = Leadership(clock=clock)
     kube = Kube(client_sending(sent), metrics=Metrics(), leadership=token)
     token.grant("replica-a_1", until=10.0)

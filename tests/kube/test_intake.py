@@ -106,7 +106,7 @@ def test_the_watch_resumes_from_the_last_version_and_lists_again_after_an_error(
     server = Server([event("ADDED", run("team-a", "a", "7")), event("ADDED", run("team-a", "b",
                                                                                  "8"))],
                     [gone], [event("MODIFIED", run("team-a", "a", "12"))])
-    taken, got = intake(server, {"team-a"})  # type: ignore[arg-type]
+    taken, got = intake(server, {"team-a"})
     assert taken.watch_once()
     assert taken.watch_once()  # 410 Gone: the server is there, the list comes at once
     server.listing = Listing([run("team-a", "a", "9"), run("other", "c", "10")], "11")
@@ -144,7 +144,7 @@ def test_a_version_too_old_is_followed_by_a_list_and_the_watch_from_there() -> N
     taken, _ = intake(Watch(), set())
     taken._list_fn = list_fn
     taken.version = "3"
-    taken._stopped.wait = lambda _: False  # type: ignore[method-assign]
+    taken._stopped.wait = lambda timeout=None: False  # type: ignore[method-assign]
     taken.run()
     assert [c.get("resource_version") for c in calls] == ["3", None, "20"]
     assert calls[1].get("watch") is None  # a list, then the watch from its version
@@ -157,7 +157,7 @@ def test_a_watch_gone_again_right_after_a_list_waits_as_a_failure() -> None:
     gone = b'{"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired"}}\n'
     broken = b'{"type":"ERROR","object":{"kind":"Status","code":500,"reason":"InternalError"}}\n'
     server = Server([gone], [gone], [broken])
-    taken, _ = intake(server, {"team-a"})  # type: ignore[arg-type]
+    taken, _ = intake(server, {"team-a"})
     taken.version = "5"
     assert taken.watch_once()  # resumed from 5: gone, list again at once
     assert not taken.watch_once()  # listed, and gone again: a failure

@@ -82,7 +82,7 @@ def relisted(first: list[dict[str, Any]], second: list[dict[str, Any]],
         return Response(lines=watches.pop(0) if watches else [])
 
     reflector = Reflector("test", list_fn, (), on_object=on_object)
-    reflector._stopped.wait = lambda _: False  # type: ignore[method-assign]
+    reflector._stopped.wait = lambda timeout=None: False  # type: ignore[method-assign]
     reflector.run()
     return reflector
 
@@ -147,9 +147,9 @@ def pauses_of(outcomes: list[str], failure: Exception) -> list[float | None]:
             clock[0] += 60
         raise failure
 
-    def wait(seconds: float | None) -> bool:
-        pauses.append(seconds)
-        clock[0] += seconds or 0
+    def wait(timeout: float | None = None) -> bool:
+        pauses.append(timeout)
+        clock[0] += timeout or 0
         return stopped.is_set()
 
     stopped.wait = wait  # type: ignore[method-assign]
@@ -202,8 +202,8 @@ def test_a_watch_ended_by_410_gone_lists_again_at_once() -> None:
 
     reflector = Reflector("test", list_fn, ())
 
-    def wait(seconds: float | None) -> bool:
-        pauses.append(seconds)
+    def wait(timeout: float | None = None) -> bool:
+        pauses.append(timeout)
         return reflector._stopped.is_set()
 
     reflector._stopped.wait = wait  # type: ignore[method-assign]

@@ -32,7 +32,7 @@ def work_of_one_event(store: Indexed) -> tuple[int, list[str], str | None]:
     store.upsert(claim("mine-0", owner="run-uid", version="2"))
     owned = sorted(o["metadata"]["name"] for o in store.by(OWNER, "run-uid"))
     named = store.named("team", "shared-cache")
-    return store.touched - before, owned, named and named["metadata"]["name"]
+    return store.touched - before, owned, named["metadata"]["name"] if named else None
 
 
 @pytest.mark.parametrize("size", [10, 10_000])

@@ -45,6 +45,7 @@ def bound(manifest: dict[str, Any], node: str) -> dict[str, Any]:
 
 
 def scout_found_room(operator: Any, kube: Any, node: str = "n1") -> dict[str, Any]:
+    scout: dict[str, Any]
     [scout] = kube.pods.values()
     operator.on_room_pod(bound(scout, node), deleted=False)  # the watch shows it: acted on
     return scout
@@ -92,9 +93,9 @@ def test_a_decision_read_before_the_scout_was_made_makes_no_second_scout() -> No
     [scout] = kube.pods.values()
     planned: list[Any] = []
     tend = operator.capacity.tend
-    operator.capacity.tend = lambda *args, **kw: planned.append((args, kw))  # type: ignore
+    operator.capacity.tend = lambda *args, **kw: planned.append((args, kw))
     operator.reconcile_run(body)  # as another worker would: its plan and sources
-    operator.capacity.tend = tend  # type: ignore
+    operator.capacity.tend = tend
     [(args, kw)] = planned
     stale = kw.get("src") or args[-1]
     assert not stale.rooms, "read before the watch showed the scout"
@@ -254,7 +255,7 @@ def test_a_reservation_that_cannot_be_made_leaves_the_balloon_to_anchor_alone() 
     def refuse(manifest: dict[str, Any]) -> bool:
         raise ApiError(status=403, reason="no PriorityClass tekton-coscheduler-reservation")
 
-    kube.create_pod = refuse
+    kube.create_pod = refuse  # type: ignore[method-assign]
     body = factories.pipelinerun()
     kube.runs[body["metadata"]["name"]] = body
     operator.reconcile_run(body)  # the scout is refused...

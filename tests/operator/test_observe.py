@@ -11,13 +11,13 @@ import pytest
 from controller.operator import capacity
 from tests import factories
 from tests.operator.test_capacity import pipeline, task_pod
-from tests.operator.test_runs import MemoryCaches, make
+from tests.operator.test_runs import make
 
 
 class CountingCaches:
     """The caches, each read counted by method and kind."""
 
-    def __init__(self, caches: MemoryCaches) -> None:
+    def __init__(self, caches: object) -> None:
         self.caches = caches
         self.reads: Counter[tuple[str, str]] = Counter()
 
@@ -38,7 +38,7 @@ def test_a_run_s_event_reads_its_pipeline_and_its_resolution_requests_once() -> 
     counting = CountingCaches(operator.caches)
     for part in (operator, operator.capacity, operator.estimates, operator.capacity.headroom,
                  operator.observer):
-        part.caches = counting
+        part.caches = counting  # type: ignore[assignment]  # a stand-in: the caches, counted
     kube.objects["pipelines"] = {"fan-out-in": pipeline("2")}
     kube.objects["tasks"] = {"fetch": {"spec": {"steps": [
         {"name": "s", "image": "x", "computeResources": {"requests": {"cpu": "1"}}}]}}}
@@ -62,7 +62,7 @@ def test_a_pod_event_of_a_run_that_asks_only_for_pod_slots_reads_nothing_for_a_r
         counting = CountingCaches(operator.caches)
         for part in (operator, operator.capacity, operator.estimates, operator.capacity.headroom,
                  operator.observer):
-            part.caches = counting
+            part.caches = counting  # type: ignore[assignment]  # a stand-in: the caches, counted
         step: dict[str, Any] = {"name": "s", "image": "x"}
         if cpu:
             step["computeResources"] = {"requests": {"cpu": cpu}}

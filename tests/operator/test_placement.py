@@ -261,7 +261,8 @@ def test_a_second_event_of_the_bound_balloon_before_the_cache_shows_the_annotati
     patched: list[dict[str, str]] = []
     kube.get_statefulset = lambda namespace, name: {  # type: ignore[method-assign]
         "metadata": {"name": name, "annotations": {}}}  # a cache not caught up yet
-    kube.annotate_statefulset = lambda namespace, name, a: patched.append(a)  # type: ignore[method-assign]
+    kube.annotate_statefulset = (  # type: ignore[method-assign]
+        lambda namespace, name, annotations: patched.append(annotations))
     placement.on_balloon_pod(balloon_pod("b1", "n1"))
     placement.on_balloon_pod(balloon_pod("b1", "n1", phase="Running"))
     assert [r for r, _ in notifier.said] == ["Anchored"]

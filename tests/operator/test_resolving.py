@@ -3,6 +3,7 @@ fetched give the run's peak."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -70,7 +71,12 @@ def test_a_request_of_another_run_neither_wakes_the_run_nor_counts_for_it() -> N
     woken: list[str] = []
     resolving = operator.estimates.resolving
     reconcile = resolving.reconcile
-    resolving.reconcile = lambda b: woken.append(b["metadata"]["uid"]) or reconcile(b)
+
+    def woke(b: Mapping[str, Any]) -> object:
+        woken.append(b["metadata"]["uid"])
+        return reconcile(b)
+
+    resolving.reconcile = woke
     seen(operator, kube, factories.resolution_request(GIT, BUILD, owner_uid="another-run"))
     assert woken == [] and kube.pods == {} and kube.statefulsets == {}
     operator.reconcile_run(body)  # the resync
@@ -103,6 +109,7 @@ def test_a_resolution_slower_than_the_hold_anchors_with_what_is_known() -> None:
 def test_with_capacity_aware_anchoring_off_the_anchor_does_not_wait() -> None:
     operator, kube = make(caches=True)
     facts = operator.view.facts
+    assert facts.defaults is not None
     off = replace(facts.defaults.policy, capacity=Capacity(anchor=False))
     operator.view.facts = replace(facts, defaults=PolicyResolution(off))
     body = remote_run()

@@ -224,7 +224,7 @@ def make(caches: bool = False, settings: Settings | None = None) -> tuple[Operat
     kube = MemoryKube()
     cache = MemoryCaches(kube) if caches else None
     return Operator(settings or Settings(), kube, StaticView(), Metrics(),  # type: ignore[arg-type]
-                    cache), kube
+                    cache), kube  # type: ignore[arg-type]
 
 
 def test_a_run_created_during_a_resync_keeps_its_new_balloon() -> None:
@@ -294,7 +294,7 @@ def test_a_budget_not_made_is_said_if_trying_again_cannot_mend_it_and_made_by_th
     operator, kube = make(caches=True)
     create = kube.create_pdb
 
-    def refused(manifest: Any) -> None:
+    def refused(manifest: Any) -> bool:
         raise ApiError(status=status, reason=reason)
 
     kube.create_pdb = refused  # type: ignore[method-assign]
@@ -314,7 +314,7 @@ def test_a_balloon_denied_by_a_restarted_api_server_is_tried_again_and_said_only
     operator, kube = make()
     create = kube.create_statefulset
 
-    def denied(manifest: Any) -> None:
+    def denied(manifest: Any) -> tuple[dict[str, Any], bool]:
         raise ApiError(status=403, reason='statefulsets.apps is forbidden: User "system:service'
                        'account:tcs:op" cannot create resource "statefulsets" in API group "apps"')
 
@@ -357,7 +357,7 @@ def test_a_budget_goes_once_its_namespace_is_switched_off_and_its_last_balloon_i
     kube.runs[body["metadata"]["name"]] = body
     operator.reconcile_run(body)
     resync = Resync(operator)
-    operator.view.facts = replace(operator.view.facts, enabled_namespaces=frozenset())  # type: ignore[misc]
+    operator.view.facts = replace(operator.view.facts, enabled_namespaces=frozenset())
     resync()  # switched off, its balloon still there (a marked run's, to its end)
     assert list(kube.budgets) == [f"team-a/{budget.NAME}"]
     kube.statefulsets.clear()
@@ -395,14 +395,14 @@ def test_a_round_leaves_to_its_event_a_run_whose_body_an_event_replaced_meanwhil
     reconcile = operator.reconcile_run
     decided: list[str] = []
 
-    def meanwhile(body: Any) -> Any:
+    def meanwhile(body: Any, run: Any = None, newest: bool = False) -> Any:
         name = body["metadata"]["name"]
         decided.append(name)
         if name == "first":  # the other run's end arrives while the round goes on
             kube.runs["ends"] = factories.pipelinerun(name="ends", uid="ends-uid",
                                                       succeeded="True")
             reconcile(kube.runs["ends"])
-        return reconcile(body)
+        return reconcile(body, run, newest)
 
     operator.reconcile_run = meanwhile  # type: ignore[method-assign]
     resync.last_round = time.monotonic()  # both due this round: reconciled before it
@@ -460,7 +460,7 @@ def test_runs_waiting_for_their_anchor_are_said_from_the_pod_watch_not_listed() 
     counting = Counting(kube)
     operator = Operator(Settings(), counting, StaticView(), Metrics(), MemoryCaches(kube))  # type: ignore[arg-type]
     said: list[str] = []
-    operator.notifier.tell = lambda ref, notice, key: said.append(notice.message)  # type: ignore[method-assign]
+    operator.notifier.tell = lambda involved, notice, key: said.append(notice.message)  # type: ignore[method-assign]
     for i in range(3):
         body = factories.pipelinerun(name=f"wait-{i}", uid=f"wait-{i}-uid")
         kube.runs[body["metadata"]["name"]] = body

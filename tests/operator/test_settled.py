@@ -29,7 +29,7 @@ def settled_runs(n: int, namespace: str = "team-a", prefix: str = "run"
                  ) -> tuple[Operator, MemoryKube, Resync]:
     """n live runs with their balloon made (round one) and kept (round two): settled."""
     operator, kube = make(caches=True, settings=Settings(resync_settled_rounds=ROUNDS))
-    operator.view.facts = replace(  # type: ignore[misc]
+    operator.view.facts = replace(
         operator.view.facts, enabled_namespaces=frozenset({"team-a", "team-b"}))
     add_runs(kube, n, namespace, prefix)
     resync = Resync(operator)
@@ -220,7 +220,7 @@ def test_a_run_s_balloon_pod_made_bound_or_deleted_unsettles_it_its_status_alone
                           core=SimpleNamespace(list_pod_for_all_namespaces=None))
     streams = Streams(operator, api, 30.0)  # type: ignore[arg-type]
     reconciled = counting(operator)
-    pod = {"metadata": {"name": f"{balloon.balloon_name('run-0-uid')}-0", "namespace": "team-a",
+    pod: dict[str, Any] = {"metadata": {"name": f"{balloon.balloon_name('run-0-uid')}-0", "namespace": "team-a",
                         "uid": "pod-uid", "creationTimestamp": "2026-11-22T03:00:01Z",
                         "labels": {names.LABEL_MANAGED_BY: names.APP,
                                    names.LABEL_COMPONENT: names.COMPONENT_BALLOON,
@@ -289,7 +289,9 @@ def test_a_settled_run_s_event_that_changes_nothing_its_decision_reads_is_not_re
     operator.run_event(written(2, "Tasks Completed: 1"))
     operator.run_event(written(3, "Tasks Completed: 2"))
     assert reconciled == ["run-0"]
-    assert operator.live.get("run-0-uid")["status"]["conditions"][0]["message"] == "Tasks Completed: 2"
+    live = operator.live.get("run-0-uid")
+    assert live is not None
+    assert live["status"]["conditions"][0]["message"] == "Tasks Completed: 2"
     operator.run_event(written(3, "Completed", succeeded="True"))
     assert reconciled == ["run-0", "run-0"]
     assert kube.statefulsets == {}
@@ -303,7 +305,7 @@ def test_a_run_whose_mark_could_not_be_made_is_not_settled_its_next_event_tries_
     body["status"]["pipelineSpec"] = {"tasks": []}  # Tekton's first writes: the mark is due
     patch = kube.patch_tekton
 
-    def refused(*args: Any) -> None:
+    def refused(*args: Any, **kwargs: Any) -> None:
         raise ApiError(status=500, reason="etcd leader changed")
 
     kube.patch_tekton = refused  # type: ignore[method-assign]

@@ -1,6 +1,6 @@
 """A real Kubernetes control plane for the e2e suite and the demo (see e2e/build.sh)."""
 
-from .api import create_once
+from .api import create_once, name_of, present
 from .backends import Backend, ExistingCluster, KindCluster, open_cluster
 from .handle import (
     FAKE_NODE_ANNOTATION,
@@ -28,7 +28,9 @@ __all__ = [
     "have_binary",
     "issue_cert",
     "load_ca",
+    "name_of",
     "node_schedulable",
     "open_cluster",
+    "present",
     "read_versions",
 ]

@@ -9,12 +9,31 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 T = TypeVar("T")
+
+
+def present(value: T | None) -> T:
+    """A field the kubernetes client types Optional (an object's metadata, spec, status...)
+    that an object read back from the API server has: the value, typed as set."""
+    assert value is not None, "a field the API server always sets is missing"
+    return value
+
+
+class Named(Protocol):
+    """Any object of the client's models: its metadata is typed Optional."""
+
+    @property
+    def metadata(self) -> client.V1ObjectMeta | None: ...
+
+
+def name_of(obj: Named) -> str:
+    """The name of an object read back from the API server (it has metadata and a name)."""
+    return present(present(obj.metadata).name)
 
 
 class ClusterApi:
@@ -35,7 +54,7 @@ class ClusterApi:
 
     def wait_for(
         self,
-        predicate: Callable[[], T],
+        predicate: Callable[[], T | None],
         timeout: float = 60.0,
         what: str = "condition",
         interval: float = 0.5,

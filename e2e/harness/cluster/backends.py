@@ -10,6 +10,7 @@ from typing import Any
 
 from kubernetes import client, config
 
+from .api import name_of, present
 from .handle import LOCAL_STORAGE_CLASS, ClusterHandle
 from .local import LocalCluster
 
@@ -91,9 +92,9 @@ class KindCluster(ExistingCluster):
         with self.api_client() as api:
             nodes = client.CoreV1Api(api).list_node().items
         return sorted(
-            n.metadata.name
+            name_of(n)
             for n in nodes
-            if "node-role.kubernetes.io/control-plane" not in (n.metadata.labels or {})
+            if "node-role.kubernetes.io/control-plane" not in (present(n.metadata).labels or {})
         )
 
     def stop(self) -> None:

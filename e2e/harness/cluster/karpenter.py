@@ -16,7 +16,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from . import crds
-from .api import ClusterApi
+from .api import ClusterApi, name_of, present
 from .processes import ManagedProcess, free_port
 from .versions import find_binary, read_versions
 
@@ -153,8 +153,8 @@ def disrupting(cluster: ClusterApi, node: str) -> bool:
             if exc.status == 404:
                 return True
             raise
-    taints = found.spec.taints or []
-    return found.metadata.deletion_timestamp is not None or any(
+    taints = present(found.spec).taints or []
+    return present(found.metadata).deletion_timestamp is not None or any(
         t.key == DISRUPTED_TAINT for t in taints)
 
 
@@ -162,4 +162,4 @@ def made_nodes(cluster: ClusterApi, pool: str) -> list[str]:
     """Names of the nodes the pool's NodeClaims became."""
     with cluster.api_client() as api:
         nodes = client.CoreV1Api(api).list_node(label_selector=f"{NODEPOOL_LABEL}={pool}").items
-    return sorted(n.metadata.name for n in nodes)
+    return sorted(name_of(n) for n in nodes)

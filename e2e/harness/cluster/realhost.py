@@ -18,7 +18,7 @@ from pathlib import Path
 
 from kubernetes import client
 
-from .api import ClusterApi
+from .api import ClusterApi, present
 from .versions import find_binary
 
 API_ADDRESS = "10.87.0.1"
@@ -256,8 +256,8 @@ def cgroup_limits(cluster: ClusterApi, cgroup_root: str, pod: str,
     with cluster.api_client() as api:
         found = client.CoreV1Api(api).read_namespaced_pod(pod, namespace)
     qos = {"Guaranteed": "", "Burstable": "burstable", "BestEffort": "besteffort"}[
-        found.status.qos_class]
-    rel = Path(cgroup_root.strip("/")) / "kubepods" / qos / f"pod{found.metadata.uid}"
+        present(present(found.status).qos_class)]
+    rel = Path(cgroup_root.strip("/")) / "kubepods" / qos / f"pod{present(found.metadata).uid}"
     base = Path("/sys/fs/cgroup")
     if (base / "cpu" / rel).is_dir():  # v1
         quota = int((base / "cpu" / rel / "cpu.cfs_quota_us").read_text())

@@ -30,7 +30,7 @@ import yaml
 from kubernetes import client
 
 from . import realconfig, realhost, realimages, realpulls
-from .api import ClusterApi
+from .api import ClusterApi, name_of, present
 from .processes import ManagedProcess, wait_until
 from .realhost import HostNetwork
 from .realpulls import Pulled
@@ -132,7 +132,8 @@ class RealNodes:
                 node = client.CoreV1Api(api).read_node(name)
             except client.ApiException:
                 return False
-        return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+        return any(c.type == "Ready" and c.status == "True"
+                   for c in present(node.status).conditions or [])
 
     def _containerd(self, node: RealNode) -> None:
         base = node.root / "containerd"
@@ -233,14 +234,15 @@ class RealNodes:
                 with contextlib.suppress(client.ApiException):
                     core.patch_node(name, {"spec": {"unschedulable": True}})
             for pod in core.list_pod_for_all_namespaces().items:
-                if pod.spec.node_name in names:
+                if present(pod.spec).node_name in names:
                     with contextlib.suppress(client.ApiException):
-                        core.delete_namespaced_pod(pod.metadata.name, pod.metadata.namespace,
-                                                   grace_period_seconds=0)
+                        core.delete_namespaced_pod(
+                            name_of(pod), present(present(pod.metadata).namespace),
+                            grace_period_seconds=0)
 
             def gone() -> bool:
                 return not [p for p in core.list_pod_for_all_namespaces().items
-                            if p.spec.node_name in names]
+                            if present(p.spec).node_name in names]
 
             with contextlib.suppress(TimeoutError):
                 self.cluster.wait_for(gone, timeout=60, what="the real nodes' pods gone")
@@ -308,7 +310,7 @@ def wait_pods_ready(cluster: ClusterApi, namespace: str, selector: str, count: i
             pods = client.CoreV1Api(api).list_namespaced_pod(namespace,
                                                              label_selector=selector).items
         up = [p for p in pods if any(c.type == "Ready" and c.status == "True"
-                                     for c in (p.status.conditions or []))]
+                                     for c in (present(p.status).conditions or []))]
         return up if len(up) >= count else None
 
     return cluster.wait_for(ready, timeout=timeout, what=f"{count} pods {selector} Ready")

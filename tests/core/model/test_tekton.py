@@ -60,7 +60,7 @@ def test_views_tolerate_missing_and_mistyped_fields(body: dict[str, Any]) -> Non
 
 
 def test_owned_claims_are_found_whatever_their_name() -> None:
-    pvcs = [
+    pvcs: list[dict[str, Any]] = [
         {"metadata": {"name": "renamed-by-a-future-tekton", "ownerReferences": [{"uid": "R"}]},
          "spec": {"accessModes": ["ReadWriteOnce"]}},
         {"metadata": {"name": "someone-else", "ownerReferences": [{"uid": "X"}]}},

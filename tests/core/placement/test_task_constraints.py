@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from controller.core.basics.fragments import Toleration
 from controller.core.model.tekton import PipelineRun
 from controller.core.placement import balloon, reconcile, scheduling
 from controller.core.policy.policy import EffectivePolicy
@@ -67,7 +68,7 @@ def test_node_affinities_of_all_tasks_are_all_required() -> None:
 
 
 def test_a_policy_toleration_the_pods_lack_is_left_off_the_balloon_and_said() -> None:
-    policy = Settings(balloon_tolerations=[GPU]).default_policy()
+    policy = Settings(balloon_tolerations=[Toleration.model_validate(GPU)]).default_policy()
     spec, plan = spec_of(factories.pipelinerun(pod_template={"tolerations": [CI]}), policy=policy)
     assert spec["tolerations"] == [CI] and plan.dropped_tolerations == (GPU,)
     spec, plan = spec_of(factories.pipelinerun(pod_template={"tolerations": [CI, GPU]}), policy=policy)
