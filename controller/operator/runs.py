@@ -1,8 +1,7 @@
 """The operator's work on runs: observe (kube), decide (reconcile), act (kube), tell (notify).
 
-The handlers (faces/streams.py, faces/kopf_handlers.py) call these methods and nothing else.
-Every method is safe to run again with the same input: that is what makes restarts and replayed
-events harmless.
+The handlers (faces/streams.py, faces/kopf_handlers.py) call these methods and nothing else. Each
+is safe to run again with the same input: restarts and replayed events are harmless.
 """
 
 from __future__ import annotations
@@ -90,21 +89,17 @@ class Operator:
                                    self.live.claims_tekton_makes)
         # What a ResolutionRequest's event wakes (in the caches' watch thread) goes on the work
         # queue: nudge, not reconcile.
-        self.estimates = Estimates(caches, self.index,
-                                   Resolving(caches, self.live.get, self.nudge, self.memory),
-                                   self.memory)
-        self.capacity = Capacity(
-            settings, self.executor, caches, self.index, metrics, self.estimates,
-            Headroom(settings, caches, self.index, self.estimates.known,
-                     self.live.runs, self.anchors.nodes, kube),
-            self.memory,
-        )
+        resolving = Resolving(caches, self.live.get, self.nudge, self.memory)
+        self.estimates = Estimates(caches, self.index, resolving, self.memory)
+        headroom = Headroom(settings, caches, self.index, self.estimates.known, self.live.runs,
+                            self.anchors.nodes, kube)
+        self.capacity = Capacity(settings, self.executor, caches, self.index, metrics,
+                                 self.estimates, headroom, self.memory)
         self.observer = Observer(kube, caches, self.index, self.capacity, self.warming,
                                  self._lasting)
-        self.marks = Marks(
-            kube, self.executor, f"{settings.namespace_label}={settings.namespace_label_value}",
-            self.live.runs, self.index, self.memory,
-        )
+        installation = f"{settings.namespace_label}={settings.namespace_label_value}"
+        self.marks = Marks(kube, self.executor, installation, self.live.runs, self.index,
+                           self.memory)
         self.policies = Policies(settings, kube, self.executor, metrics, view)
         view.subscribe(self.settled.on_facts)
         if caches is not None:

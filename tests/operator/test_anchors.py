@@ -10,6 +10,7 @@ from controller.kube.client import ApiError
 from controller.metrics import Metrics
 from controller.operator.anchors import RECHECK, AnchorGuard
 from controller.operator.executor import Executor
+from controller.operator.memory import Memories
 from controller.operator.podindex import PodIndex
 from tests import factories
 from tests.operator.test_placement import balloon_pod, task_pod
@@ -60,7 +61,7 @@ def guard(kube: Kube, said: Said | None = None) -> AnchorGuard:
     """A guard whose pod index knows the run's balloon pod on n1, and none of its tasks."""
     index = PodIndex()
     index.balloon_event(balloon_pod("b1", "n1"), deleted=False)
-    return AnchorGuard(kube, index, Placement(), Metrics(), Executor(kube, said or Said()))  # type: ignore[arg-type]
+    return AnchorGuard(kube, index, Placement(), Metrics(), Executor(kube, said or Said()), Memories())  # type: ignore[arg-type]
 
 
 def not_ready(name: str) -> dict[str, Any]:
@@ -106,7 +107,7 @@ def test_a_balloon_pod_shown_on_a_node_already_known_unavailable_is_looked_at_at
     finished = task_pod("fetch", "n1")
     finished["status"] = {"phase": "Succeeded"}
     kube = Kube([finished])
-    watched = AnchorGuard(kube, PodIndex(), Placement(), Metrics(), Executor(kube, Said()))  # type: ignore[arg-type]
+    watched = AnchorGuard(kube, PodIndex(), Placement(), Metrics(), Executor(kube, Said()), Memories())  # type: ignore[arg-type]
     watched.on_node(not_ready("n1"))  # the nodes' first list: no balloon known there yet
     assert kube.deleted == []
     pod = balloon_pod("b1", "n1")

@@ -194,7 +194,8 @@ def test_once_one_build_of_a_resolver_task_runs_the_keeper_holds_room_for_its_si
     [before] = kube.pods.values()  # the keeper for fetch, before any build was known
     assert before["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "1"}
     kube.pods.clear()  # build-a preempted it
-    operator.capacity._acted.clear()
+    for uid, _ in operator.memory.runs(lambda m: m.acted):
+        operator.memory.reset(uid, "acted")
     operator.on_room_pod(bound(before, "n1"), deleted=True)
     [keeper] = kube.pods.values()
     assert keeper["metadata"]["annotations"][reservation.ANNOTATION_ROLE] == reservation.KEEPER
@@ -277,7 +278,7 @@ def test_a_run_that_ends_before_its_balloon_is_made_leaves_no_reservation() -> N
 def test_a_finished_run_keeps_no_estimate() -> None:
     """Finished runs stay in the cluster by the thousand: they cost no memory."""
     operator, _, body = started()
-    assert operator.estimates._estimates
+    assert operator.memory.runs(lambda m: m.estimate)
     body["status"]["conditions"][0]["status"] = "True"
     operator.reconcile_run(body)
-    assert operator.estimates._estimates == {}
+    assert operator.memory.runs(lambda m: m.estimate) == []

@@ -11,6 +11,7 @@ from controller.core.placement import gate
 from controller.metrics import Metrics
 from controller.operator.executor import Executor
 from controller.operator.gates import Gates
+from controller.operator.memory import Memories
 from controller.operator.podindex import PodIndex
 from tests import factories
 from tests.operator.test_placement import balloon_pod, task_pod
@@ -39,7 +40,7 @@ def gated(name: str) -> dict[str, Any]:
 
 def make() -> tuple[Gates, PodIndex, Kube]:
     index, kube = PodIndex(), Kube()
-    return Gates(Executor(kube, None), index, Metrics()), index, kube  # type: ignore[arg-type]
+    return Gates(Executor(kube, None), index, Metrics(), Memories()), index, kube  # type: ignore[arg-type]
 
 
 def released(gates: Gates) -> float | None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from controller.operator import capacity
+from controller.core.capacity import settle
 from tests import factories
 from tests.operator.test_capacity import pipeline, task_pod
 from tests.operator.test_runs import make
@@ -55,8 +55,8 @@ def test_a_pod_event_of_a_run_that_asks_only_for_pod_slots_reads_nothing_for_a_r
 ) -> None:
     """Its peak is known for good and asks for no room: its pods' events (five or more per
     task) leave the reservation's sources unread. A run that asks for cpu still reads them."""
-    monkeypatch.setattr(capacity, "SETTLE", 0.0)  # the event comes long after the last act
-    monkeypatch.setattr(capacity, "SETTLE_MAX", 0.0)
+    monkeypatch.setattr(settle, "SETTLE", 0.0)  # the event comes long after the last act
+    monkeypatch.setattr(settle, "SETTLE_MAX", 0.0)
     for cpu, reads in ((None, 0), ("1", 1)):
         operator, kube = make(caches=True)
         counting = CountingCaches(operator.caches)

@@ -8,6 +8,7 @@ from controller.core.basics import names
 from controller.core.placement import balloon
 from controller.metrics import Metrics
 from controller.operator.executor import Executor
+from controller.operator.memory import Memories
 from controller.operator.placement import Placement
 from controller.operator.podindex import PodIndex
 from tests import factories
@@ -58,7 +59,7 @@ def task_pod(name: str, node: str) -> dict[str, Any]:
 
 def make() -> tuple[Placement, Notifier, Kube]:
     kube, notifier = Kube(), Notifier()
-    return Placement(kube, Metrics(), Executor(kube, notifier), PodIndex()), notifier, kube  # type: ignore[arg-type]
+    return Placement(kube, Metrics(), Executor(kube, notifier), PodIndex(), Memories()), notifier, kube  # type: ignore[arg-type]
 
 
 def test_a_moved_anchor_is_said_with_both_nodes_and_pods_beside_either_are_not_misplaced() -> None:
@@ -148,7 +149,7 @@ def test_a_pod_whose_new_balloon_was_bound_while_it_was_looked_at_is_judged_at_o
     placement.on_task_pod(task_pod("build", "n3"))
     assert [r for r, _ in notifier.said] == ["Anchored", "AnchorMoved", "PodMisplaced"]
     assert "build" in notifier.said[-1][1]
-    assert placement._unjudged == {}
+    assert placement.memory.runs(lambda m: m.unjudged) == []
 
 
 def test_a_pod_judged_once_the_balloon_is_bound_elsewhere_is_misplaced() -> None:
@@ -247,7 +248,7 @@ def test_a_forgotten_run_s_balloon_pod_going_leaves_nothing_behind() -> None:
     terminating["metadata"]["deletionTimestamp"] = "2026-11-23T16:00:00Z"
     placement.on_balloon_pod(terminating)
     placement.on_balloon_pod(terminating, deleted=True)
-    assert placement._moving == {} and not placement.index.knows(RUN)
+    assert placement.memory.runs(lambda m: m.moving) == [] and not placement.index.knows(RUN)
     assert [r for r, _ in notifier.said] == ["Anchored"]
 
 
@@ -276,7 +277,7 @@ def test_a_balloon_bound_before_the_cache_shows_its_statefulset_is_anchored_all_
     for its Anchored Event while the replica's log showed the gate taken off and no Event nor
     annotation (the cache's lag inferred from that, not traced). The API server is asked instead."""
     kube, notifier = Kube(), Notifier()
-    placement = Placement(kube, Metrics(), Executor(kube, notifier), PodIndex(),  # type: ignore[arg-type]
+    placement = Placement(kube, Metrics(), Executor(kube, notifier), PodIndex(), Memories(),  # type: ignore[arg-type]
                           balloon_of=lambda namespace, name: None)
     placement.on_balloon_pod(balloon_pod("b1", "n1"))
     assert [r for r, _ in notifier.said] == ["Anchored"]

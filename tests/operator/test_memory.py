@@ -1,0 +1,46 @@
+"""Every run's memory in one place: changed in one step, kept only while it holds something."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+import pytest
+
+from controller.core.placement.memory import EMPTY
+from controller.operator.memory import Memories
+
+
+def test_a_change_returns_the_memory_before_it_and_a_run_back_to_empty_is_not_kept() -> None:
+    memory = Memories()
+    assert memory.set("r1", marked=True) == EMPTY
+    assert memory.get("r1").marked
+    assert memory.set("r1", blocked_on="n1").marked
+    assert memory.reset("r1", "marked").blocked_on == "n1"
+    assert memory.runs(lambda m: True) == [("r1", memory.get("r1"))]
+    memory.reset("r1", "blocked_on")
+    assert memory.runs(lambda m: True) == []  # nothing left to remember: the run costs nothing
+
+
+def test_a_field_that_is_not_one_is_refused() -> None:
+    with pytest.raises(KeyError, match="no such field"):
+        Memories().reset("r1", "markd")
+    with pytest.raises(TypeError):
+        Memories().set("r1", markd=True)
+
+
+def test_a_test_and_set_is_one_step_whatever_the_threads() -> None:
+    """Of many workers asking at once to tend a run, one is told it may."""
+    memory, start, won = Memories(), threading.Barrier(8), []
+
+    def claim() -> None:
+        start.wait()
+        if not memory.update("r1", lambda m: replace(m, tending=True)).tending:
+            won.append(1)
+
+    workers = [threading.Thread(target=claim) for _ in range(8)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert won == [1]
