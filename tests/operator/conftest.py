@@ -57,6 +57,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     recorder = item.stash.get(RECORDER, None)
     if recorder is None:
         return result
+    if recorder.while_observing:
+        pytest.fail(f"a run's observation wrote: {recorder.while_observing}", pytrace=False)
     records = recorder.records()
     if item.config.stash[UPDATING]:
         item.config.stash.setdefault(UPDATED, {}).setdefault(_file(item), {})[item.name] = records

@@ -42,6 +42,7 @@ from controller.core.placement import balloon
 from controller.kube.admission_policies import AdmissionPolicies
 from controller.kube.client import Kube, delete_options
 from controller.operator.notify import Notifier
+from controller.operator.observe import Observer
 from tests import apisurface, factories
 
 CONTROLLER = str(Path(controller.__file__).parent) + "/"
@@ -189,6 +190,9 @@ class Recorder:
     # Runs by UID, and TaskRun pods by (namespace, name): what tests/factories.py made.
     runs: dict[str, tuple[str, str]] = field(default_factory=dict)
     pods: dict[tuple[str, str], str] = field(default_factory=dict)
+    # Writes asked for while a run was being observed (operator/observe.py): there must be none.
+    while_observing: list[str] = field(default_factory=list)
+    _observing: threading.local = field(default_factory=threading.local)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def learn_run(self, namespace: str, name: str, uid: str | None) -> None:
@@ -211,6 +215,9 @@ class Recorder:
             if not sys._getframe(1).f_code.co_filename.startswith(CONTROLLER):
                 return call(*args, **kwargs)
             write = self.note(method, args, kwargs)
+            if getattr(self._observing, "depth", 0):
+                with self._lock:
+                    self.while_observing.append(f"{write.verb} {write.kind} {write.name}")
             try:
                 return call(*args, **kwargs)
             except Exception as exc:  # a write refused is still a write asked for
@@ -221,6 +228,18 @@ class Recorder:
         return recorded
 
     # -- keys --------------------------------------------------------------------------------
+
+    def observing(self, call: Callable[..., Any]) -> Callable[..., Any]:
+        """`call`, during which this thread is observing a run."""
+
+        def observe(*args: Any, **kwargs: Any) -> Any:
+            self._observing.depth = getattr(self._observing, "depth", 0) + 1
+            try:
+                return call(*args, **kwargs)
+            finally:
+                self._observing.depth -= 1
+
+        return observe
 
     def records(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -306,6 +325,9 @@ def install(recorder: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
         return value
 
     monkeypatch.setattr(Notifier, "__getattribute__", notifier_getattribute)
+    # A run's observation, its fresh read included, reads and never writes.
+    for name in ("observe", "fresh"):
+        monkeypatch.setattr(Observer, name, recorder.observing(getattr(Observer, name)))
     made_run, made_pod = factories.pipelinerun, factories.taskrun_pod
 
     def pipelinerun(*args: Any, **kwargs: Any) -> dict[str, Any]:
