@@ -15,8 +15,9 @@ import structlog
 from controller.core.basics import names
 from controller.core.capacity import nodes
 from controller.core.model import tekton
-from controller.core.placement import balloon, reconcile
+from controller.core.placement import balloon, reconcile, runplan
 from controller.core.placement.reconcile import Verb
+from controller.core.placement.runplan import Ask
 from controller.kube.caches import Caches
 from controller.kube.client import Kube
 from controller.kube.clusterview import ClusterView
@@ -221,59 +222,48 @@ class Operator:
         begun = self.settled.begin()  # before anything is read: see Settled.settle
         run = run if run is not None and run.raw is body else tekton.PipelineRun.from_body(body)
         facts = self.view.facts
+        # A run anchored before its namespace was switched off stays ours to its end.
+        serves = run.valid and (self.marks.serves(run, facts) or bool(self.index.run_pods(run.uid)))
+        admitted = runplan.admit(run, serves, not run.finished or self._may_have_balloon(run),
+                                 run.finished and bool(self.index.rooms(run.uid)))
         if not run.valid:
             log.warning("pipelinerun without name, namespace or uid; ignored")
             return reconcile.Decision(Verb.NONE, "invalid run")
-        # A run anchored before its namespace was switched off stays ours to its end.
-        serves = self.marks.serves(run, facts) or bool(self.index.run_pods(run.uid))
-        if serves and not run.finished:
+        if admitted.live:
             self.live.keep(run.uid, body)
         else:
             self.live.drop(run.uid)
-        if not serves or run.finished:
+        if admitted.forget_settled:
             self.settled.forget(run.uid)
-        if run.finished:  # finished runs stay in the cluster: their estimate need not
+        if admitted.forget_ended:  # finished runs stay in the cluster: their memory need not
             self.capacity.forget(run.uid)
             self.marks.forget(run.uid)
             self.gates.forget(run.uid)
-        if not serves and not run.finished:
-            # Cheap exit for the common case; balloons left by a de-labelled namespace are
-            # finished off by the resync once their runs end.
-            return reconcile.Decision(Verb.NONE, "namespace not enabled")
-        if run.finished and not self._may_have_balloon(run):
-            if self.index.rooms(run.uid):  # it ended while its scout looked for room
+        if admitted.done is not None:
+            if admitted.release_room:  # it ended while its scout looked for room
                 self.capacity.release(run.uid, "run finished")
-            return reconcile.Decision(Verb.NONE, "run finished")
+            return admitted.done
         existing = self.balloon_of(run.namespace, balloon.balloon_name(run.uid))
-        if (
-            existing is not None
-            and (existing["metadata"].get("labels") or {}).get(names.LABEL_RUN_UID) != run.uid
-        ):
-            log.error(
-                "statefulset with the balloon's name is not ours; leaving it alone",
-                name=existing["metadata"]["name"],
-                namespace=run.namespace,
-            )
+        if runplan.name_taken(run, existing):
+            assert existing is not None
+            log.error("statefulset with the balloon's name is not ours; leaving it alone",
+                      name=existing["metadata"]["name"], namespace=run.namespace)
             return reconcile.Decision(Verb.NONE, "name taken")
         observed, src = self.observer.observe(run, facts, existing, serves)
         if existing is None:  # a ResolutionRequest's event wakes the runs whose anchor waits
             self.estimates.resolving.hold(run.uid, observed.resolving)
-        decision = reconcile.decide(observed)
-        if decision.verb is Verb.UPDATE and observed.balloon_pod_node is None:
-            # Before a template is replaced: the pod watch may not have shown the balloon's pod
-            # yet (just after a restart); where it is bound is asked once per run.
-            node = self.placement.node_of(run.namespace, run.uid)
-            if node is not None:
-                decision = reconcile.decide(replace(observed, balloon_pod_node=node))
-        if decision.verb in (Verb.CREATE, Verb.UPDATE) and not newest:
-            fresh = self.observer.fresh(run)
-            if fresh is not run.raw:  # the body was old: decided again on the API server's
-                return self._decide_again(run, fresh)
-        # What the observation found worth saying is said first, as the decision's own notices.
-        decision = replace(decision, notices=observed.notices + decision.notices)
+        asked: frozenset[Ask] = frozenset()
+        while (planned := runplan.plan(observed, newest, asked)).ask is not None:
+            asked |= {planned.ask}
+            if planned.ask is Ask.BALLOON_NODE:  # asked of the API server once per run
+                node = self.placement.node_of(run.namespace, run.uid)
+                observed = replace(observed, balloon_pod_node=node or observed.balloon_pod_node)
+            elif (fresh := self.observer.fresh(run)) is not run.raw:
+                return self._decide_again(run, fresh)  # the body was old: decided on the new
+        decision = planned.decision
         self.balloons.act(run, decision, existing)
         marked = True
-        if decision.verb in (Verb.CREATE, Verb.UPDATE, Verb.KEEP) or decision.manifest:
+        if planned.keeps:
             marked = self.marks.ensure(run, facts.topology_key(run.namespace))
             self.tend_room(run.uid, decision.manifest, src)
         elif self.index.rooms(run.uid):
