@@ -33,11 +33,11 @@ from controller.kube.fencing import Leadership
 from controller.kube.inspection import Inspection
 from controller.kube.leadership import LeaderElector, default_namespace, identity
 from controller.metrics import Metrics
-from controller.operator.bindings import PolicyBindings
+from controller.operator.cluster import Versions
 from controller.operator.executor import Executor
+from controller.operator.policies import PolicyBindings
 from controller.operator.resync import Resync
 from controller.operator.runs import Operator
-from controller.operator.versions import Versions
 from controller.settings import Settings
 
 log = structlog.get_logger(__name__)

@@ -78,7 +78,7 @@ class Capacity:
 
     def waits_for_resolution(self, run: tekton.PipelineRun, facts: Facts,
                              src: sources.Sources) -> str | None:
-        """What Tekton still resolves of the run, for which its anchor waits (resolving.py)."""
+        """What Tekton still resolves of the run, for which its anchor waits (estimates.py)."""
         return self.estimates.resolving.pending(run, src) if self._on(run, facts) else None
 
     def wants_room(self, run: tekton.PipelineRun, facts: Facts, src: sources.Sources

@@ -1,23 +1,30 @@
 """Each run's peak, the adapter: core/capacity/peak.py over the watch caches and the pod index. Kept
 for the run's life once complete (its pipeline and every task read), so that each later event of
 the run reads it instead of estimating again; capacity (operator/capacity.py) and the
-namespace's demand (operator/headroom.py) read it.
+namespace's demand (operator/headroom.py) read it. A run behind Tekton's resolvers is estimated
+from what Tekton resolved for it, and its anchor waits while Tekton resolves (below).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
 
 from controller.core.basics import quantity
 from controller.core.basics.notices import Notice
+from controller.core.basics.times import parse_time
 from controller.core.capacity import peak, reservation
-from controller.core.model import podrequests, tekton
+from controller.core.capacity.peak import Reader
+from controller.core.model import podrequests, resolution, tekton
 from controller.kube.caches import Caches
 from controller.kube.clusterview import Facts
 from controller.operator import sources
 from controller.operator.memory import Memories
 from controller.operator.podindex import PodIndex
-from controller.operator.resolving import Resolving, task_reader
+from controller.operator.sources import RESOLUTION_REQUESTS as KIND
+from controller.operator.sources import Sources
 
 
 class Estimates:
@@ -75,3 +82,99 @@ class Estimates:
     def forget(self, run_uid: str) -> None:
         self.resolving.forget(run_uid)
         self.memory.reset(run_uid, "estimate")
+
+
+# -- what Tekton still resolves --------------------------------------------------------------
+# Runs behind Tekton's resolvers, the adapter: their tasks' specs from the ResolutionRequests
+# Tekton makes for them (core/model/resolution.py, read from the leader's watch cache), and their
+# anchor held while Tekton resolves, so that the run's peak, not a guess, chooses the node.
+#
+# A held run is reconciled again when a ResolutionRequest it owns changes, when Tekton
+# writes the run's status (its pipeline resolved, its TaskRuns made), and by the resync.
+
+# Seconds from a run's creation after which its anchor no longer waits for resolution (and the
+# tasks still unresolved count as the policy's unknownTask). Tekton fails a request after a
+# minute (config-defaults default-maximum-resolution-timeout), and makes no TaskRun before
+# every task is resolved, so a longer hold would not have kept any pod waiting either.
+HOLD = 120.0
+
+
+def task_reader(caches: Caches | None, namespace: str, src: Sources) -> Reader:
+    """Reads a pipeline task's `taskRef`: a Task of the namespace from the cache, a remote one
+    from what Tekton resolved for the run."""
+
+    def local(ref: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        task = caches.get("tasks", namespace, str(ref.get("name"))) if caches else None
+        return (task or {}).get("spec")
+
+    return Resolving.reader(src, local)
+
+
+class Resolving:
+    def __init__(
+        self,
+        caches: Caches | None,
+        live: Callable[[str], Mapping[str, Any] | None],
+        reconcile: Callable[[Mapping[str, Any]], object],
+        memory: Memories,
+    ) -> None:
+        self.live = live
+        self.reconcile = reconcile
+        self.memory = memory  # RunMemory.resolving: the run's anchor waits
+        if caches is not None:
+            caches.listen(KIND, self.on_request)
+
+    @staticmethod
+    def reader(src: Sources, local: Reader) -> Reader:
+        """Reads a remote `taskRef` from what Tekton resolved for the run, others by `local`."""
+
+        def read(ref: Mapping[str, Any]) -> Mapping[str, Any] | None:
+            if not resolution.remote(ref):
+                return local(ref)
+            return resolution.resolved_spec(ref, list(src.requests or ()))
+
+        return read
+
+    @staticmethod
+    def _look(run: tekton.PipelineRun, src: Sources) -> tuple[bool, str | None]:
+        """Whether what the run needs resolved is known (it has no remote parts, or the cache
+        is synced), and what of it Tekton still resolves."""
+        if not resolution.has_remote(run, src.pipeline):
+            return True, None
+        if src.requests is None:
+            return False, None
+        return True, resolution.pending(run, list(src.requests), src.pipeline)
+
+    def settled(self, run: tekton.PipelineRun, src: Sources) -> bool:
+        """Nothing of the run is left to resolve (or nothing ever was)."""
+        known, why = self._look(run, src)
+        return known and why is None
+
+    def pending(self, run: tekton.PipelineRun, src: Sources) -> str | None:
+        """What Tekton still resolves for the run, while its anchor may wait for it (read by
+        the observation: what waits is recorded by `hold`, once the run is decided)."""
+        why = self._look(run, src)[1]
+        made = parse_time(run.created)
+        young = made is None or (datetime.now(UTC) - made).total_seconds() < HOLD
+        return why if why and young else None
+
+    def hold(self, run_uid: str, why: str | None) -> None:
+        """The run's anchor waits for what Tekton resolves (`why`), or no longer does: a
+        ResolutionRequest's event looks at the runs that wait."""
+        self.memory.set(run_uid, resolving=bool(why))
+
+    def on_request(self, request: Mapping[str, Any]) -> None:
+        """A ResolutionRequest changed: the held run that owns it looks again (one lookup an
+        event, however many runs are held)."""
+        owners = (request.get("metadata") or {}).get("ownerReferences") or []
+        for uid in {str(o.get("uid")) for o in owners if isinstance(o, Mapping)}:
+            if not self.memory.get(uid).resolving:
+                continue
+            body = self.live(uid)
+            if body is None:
+                self.forget(uid)
+            else:
+                self.reconcile(body)
+
+    def forget(self, run_uid: str) -> None:
+        self.memory.reset(run_uid, "resolving")

@@ -1,17 +1,29 @@
 """The status of CoschedulingPolicies: written from core.policy.policystatus, with an Event for each
-problem; and the count of invalid ones (a metric)."""
+problem; and the count of invalid ones (a metric). In policy mode, the bindings that make the
+chart's MutatingAdmissionPolicy act (below)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import structlog
+
+from controller.core.admission import admission_policy
 from controller.core.basics import names
-from controller.core.basics.actions import Say, WritePolicyStatus
+from controller.core.basics.actions import (
+    DeleteBinding,
+    MakeBinding,
+    ReplaceBinding,
+    Say,
+    WritePolicyStatus,
+)
 from controller.core.basics.notices import Notice
 from controller.core.policy import policystatus
-from controller.kube.client import Kube
+from controller.kube.admission_policies import AdmissionPolicies
+from controller.kube.client import ApiError, Kube, api_message
 from controller.kube.clusterview import ClusterView, Facts
 from controller.metrics import Metrics
 from controller.operator.executor import Executor
@@ -89,3 +101,112 @@ def report(
         }
         notice = Notice(f"Policy{problems[0].reason}", problems[0].message)
         executor.do(Say(involved, notice, (meta.get("uid"), meta.get("generation"))))
+
+
+# -- policy mode: the bindings ---------------------------------------------------------------------
+# Policy mode: keeps our MutatingAdmissionPolicyBindings what core.admission.admission_policy says.
+#
+# Called by the leader only: on every change of the cluster view it reads (a namespace's policy,
+# one switched on or off, Tekton's assistant switched on or off) and on every resync, so that a
+# binding deleted or edited by someone else is put back within one resync.
+
+log = structlog.get_logger(__name__)
+
+
+class PolicyBindings:
+    def __init__(
+        self,
+        settings: Settings,
+        api: AdmissionPolicies,
+        metrics: Metrics,
+        own_namespace: str,
+        *,
+        executor: Executor,
+        held: Callable[[], frozenset[str] | None] = lambda: frozenset(),
+    ) -> None:
+        self.settings = settings
+        # Reads from `api`; writes through the operator's executor (its Events said once).
+        self.executor = executor
+        # The namespaces of live runs the operator anchored (None while not known yet).
+        self.held = held
+        self.api = api
+        self.metrics = metrics
+        self.own_namespace = own_namespace
+        self.active = False  # set once this replica leads
+        self._lock = threading.Lock()
+        self._missing_said = False
+        self._custom_missing_said = False
+
+    def on_facts(self, old: Facts, new: Facts) -> None:
+        """A change of the cluster view that the bindings read. A policy's status alone (ours:
+        where its pipelines last ran, written on every anchored run that asked) changes none:
+        three calls to the API server a run were spent on it."""
+        if old.synced and _read(old) == _read(new):
+            return
+        self.sync(new)
+
+    def sync(self, facts: Facts) -> None:
+        if not (self.active and facts.synced):
+            return
+        with self._lock:
+            try:
+                self._sync(facts)
+            except ApiError as exc:
+                self.metrics.binding_problems.inc()
+                log.warning("admission policy bindings not updated", error=api_message(exc),
+                            status=exc.status)
+
+    def _sync(self, facts: Facts) -> None:
+        s = self.settings
+        policy = self.api.get_policy(s.admission_policy_name)
+        if policy is None:
+            if not self._missing_said:
+                log.error(
+                    "policy mode, but the MutatingAdmissionPolicy is not installed: no pod "
+                    "gets its affinity term until the chart installs it",
+                    policy=s.admission_policy_name,
+                )
+                self._missing_said = True
+            return
+        self._missing_said = False
+        custom = self.api.get_policy(s.admission_policy_name + admission_policy.CUSTOM_SUFFIX)
+        if custom is None and not self._custom_missing_said:
+            log.error(
+                "the chart's second MutatingAdmissionPolicy is not installed: namespaces whose "
+                "CoschedulingPolicy sets another topologyKey get the default one",
+                policy=s.admission_policy_name + admission_policy.CUSTOM_SUFFIX,
+            )
+        self._custom_missing_said = custom is None
+        mode = admission_policy.PolicyMode(
+            policy_name=s.admission_policy_name,
+            policy_uid=str((policy.get("metadata") or {}).get("uid") or ""),
+            namespace_label=s.namespace_label,
+            namespace_label_value=s.namespace_label_value,
+            excluded_namespaces=(self.own_namespace, "kube-system"),
+            default_topology_key=s.topology_key,
+            api_version=f"{policy.get('apiVersion')}",
+            custom_policy_uid=str(((custom or {}).get("metadata") or {}).get("uid") or ""),
+        )
+        overridden = admission_policy.overrides(facts.policies, s.topology_key)
+        existing = self.api.list_bindings(admission_policy.BINDING_SELECTOR)
+        known = self.held()
+        held = set(facts.enabled_namespaces) | set(
+            known if known is not None else admission_policy.held_by(existing, mode))
+        wanted = admission_policy.desired(
+            mode, overridden, stand_aside=facts.assistant_blocks, held=held)
+        plan = admission_policy.changes(wanted, existing)
+        for body in plan.create:
+            self.executor.do(MakeBinding(body)).get()
+            log.info("admission policy binding created", binding=body["metadata"]["name"])
+        for body, version in plan.replace:
+            self.executor.do(ReplaceBinding(body, version)).get()
+            log.info("admission policy binding updated", binding=body["metadata"]["name"])
+        for name in plan.delete:
+            self.executor.do(DeleteBinding(name)).get()
+            log.info("admission policy binding deleted", binding=name)
+        self.metrics.policy_bindings.set(len(wanted))
+
+
+def _read(facts: Facts) -> tuple[object, ...]:
+    """What of the cluster view the bindings depend on."""
+    return (facts.synced, facts.enabled_namespaces, facts.policies, facts.assistant_blocks)

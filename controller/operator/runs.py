@@ -23,11 +23,10 @@ from controller.kube.client import Kube
 from controller.kube.clusterview import ClusterView
 from controller.metrics import Metrics
 from controller.operator.anchors import AnchorGuard
-from controller.operator.assistant import Assistant
-from controller.operator.balloons import Balloons
-from controller.operator.budgets import Budgets
+from controller.operator.balloons import Balloons, Budgets
 from controller.operator.capacity import Capacity
-from controller.operator.estimates import Estimates
+from controller.operator.cluster import Assistant
+from controller.operator.estimates import Estimates, Resolving
 from controller.operator.executor import Executor
 from controller.operator.gates import Gates
 from controller.operator.headroom import Headroom
@@ -39,11 +38,9 @@ from controller.operator.observe import Observer
 from controller.operator.placement import Placement
 from controller.operator.podindex import PodIndex
 from controller.operator.policies import Policies
-from controller.operator.resolving import Resolving
 from controller.operator.settled import Settled
 from controller.operator.sources import Sources
-from controller.operator.unplaced import Unplaced
-from controller.operator.waiting import WaitingPods
+from controller.operator.waiting import Unplaced, WaitingPods
 from controller.operator.warming import Warming
 from controller.settings import Settings
 

@@ -21,8 +21,8 @@ from controller.kube.caches import Caches
 from controller.kube.client import api_message
 from controller.kube.clusterview import ClusterView, Facts
 from controller.metrics import Metrics
+from controller.operator.estimates import task_reader
 from controller.operator.executor import Executor
-from controller.operator.resolving import task_reader
 from controller.operator.sources import Sources
 
 log = structlog.get_logger(__name__)

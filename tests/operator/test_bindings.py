@@ -7,8 +7,8 @@ from typing import Any
 
 from controller.kube.clusterview import Facts
 from controller.metrics import Metrics
-from controller.operator.bindings import PolicyBindings
 from controller.operator.executor import Executor
+from controller.operator.policies import PolicyBindings
 from controller.settings import Settings
 
 

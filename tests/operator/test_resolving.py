@@ -10,7 +10,7 @@ from typing import Any
 
 from controller.core.capacity import reservation
 from controller.core.policy.policy import Capacity, PolicyResolution
-from controller.operator.resolving import HOLD
+from controller.operator.estimates import HOLD
 from tests import factories
 from tests.operator.test_capacity import BUILDS
 from tests.operator.test_runs import make

@@ -44,7 +44,7 @@ class Gated(NamedTuple):
 
 @dataclass(frozen=True)
 class RunMemory:
-    # Resolving (operator/resolving.py): the run's anchor waits for what Tekton resolves.
+    # Resolving (operator/estimates.py): the run's anchor waits for what Tekton resolves.
     resolving: bool = False
     # Marks (operator/marking.py): marked by this process, before the watch shows the mark.
     marked: bool = False
