@@ -6,7 +6,6 @@ a namespace's first balloon comes its PodDisruptionBudget (below).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -122,22 +121,22 @@ class Budgets:
     def __init__(self, executor: Executor, caches: Caches | None) -> None:
         self.executor = executor
         self.caches = caches
-        self._made: set[str] = set()  # namespaces whose budget this process made or saw
-        self._lock = threading.Lock()
+        # Namespaces whose budget this process made or saw. A lookup, an add or the whole set
+        # replaced, each one step: no lock (two workers that both find a namespace's budget
+        # missing both ask for it, and the second is told it exists, as after a restart).
+        self._made: set[str] = set()
 
     def ensure(self, run: tekton.PipelineRun) -> None:
         """The balloon of this run was just made: its namespace's budget covers it. One call a
         namespace while this process leads; without it a drain may evict the anchor: said on
         the run when trying again cannot mend it (else the resync makes it), not fatal."""
-        with self._lock:
-            if run.namespace in self._made:
-                return
+        if run.namespace in self._made:
+            return
         done = self.executor.do(MakeBudget(budget.of_namespace(run.namespace)))
         exc = done.api_error
         if exc is None:
             done.get()  # no answer at all (a broken connection): the work queue's to retry
-            with self._lock:
-                self._made.add(run.namespace)
+            self._made.add(run.namespace)
             return
         if done.failure is None or not errors.worth_saying(done.failure):
             # Throttled, a timeout, an API server's first moments: the resync makes it.
@@ -181,8 +180,7 @@ class Budgets:
         if cached is None or not facts.synced:
             return
         have = {str(b["metadata"]["namespace"]): b for b in cached}
-        with self._lock:
-            self._made = set(have)
+        self._made = set(have)
         wanted = budget.plan((str(s["metadata"]["namespace"]) for s in balloons), have,
                              facts.enabled_namespaces)
         for namespace in wanted.create:
