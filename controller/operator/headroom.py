@@ -6,7 +6,6 @@ say on the run is returned with it: whoever acts on the run says it.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -16,9 +15,11 @@ from controller.core.basics.notices import Notice
 from controller.core.basics.quantity import Amounts
 from controller.core.capacity import nodefit, peak, quota
 from controller.core.model import tekton
+from controller.core.placement.memory import Fitted
 from controller.kube.caches import Caches
 from controller.kube.client import ApiError, Kube
 from controller.kube.clusterview import Facts
+from controller.operator.memory import Memories
 from controller.operator.podindex import PodIndex
 from controller.settings import Settings
 
@@ -35,22 +36,23 @@ class Headroom:
         index: PodIndex,
         estimate_of: Callable[[str], peak.Estimate | None],
         live: Callable[[], Iterable[tekton.PipelineRun]],
+        memory: Memories,
         nodes: Callable[[], Iterable[Mapping[str, Any]]] = lambda: (),
         kube: Kube | None = None,
     ) -> None:
         self.settings = settings
         self.nodes = nodes
         self.kube = kube
-        # run uid -> the share its reservation asks for, where its peak is more than any node
-        # can hold and no autoscaler can add one (None: it asks for what quota allows)
-        self._fitted: dict[str, Amounts | None] = {}
+        # RunMemory.fitted: the share the run's reservation asks for, where its peak is more
+        # than any node can hold and no autoscaler can add one.
+        self.memory = memory
         self.caches = caches
         self.index = index
         self.estimate_of = estimate_of
         self.live = live
         self.reservation = quota.Shape(priority_class=settings.reservation_priority_class_name)
-        self._demand: dict[str, tuple[float, dict[str, Amounts]]] = {}  # ns -> (when, by run)
-        self._lock = threading.Lock()
+        # Namespace -> (when, each live run's demand): one get or set at a time, no lock.
+        self._demand: dict[str, tuple[float, dict[str, Amounts]]] = {}
 
     def asks(
         self, run: tekton.PipelineRun, facts: Facts, found: peak.Estimate, own: Amounts,
@@ -79,18 +81,17 @@ class Headroom:
         and no autoscaler can add one that would: the run is anchored at once where most of
         it fits (a wait for room that can never come is not worth it). With what to say on the
         run the first time it is found so."""
-        with self._lock:
-            if run.uid in self._fitted:
-                known = self._fitted[run.uid]
-                return ({r: min(a, known.get(r, 0)) for r, a in want.items()} if known
-                        else want), None
+        fitted = self.memory.get(run.uid).fitted
+        if fitted is not None:
+            known = fitted.share
+            return ({r: min(a, known.get(r, 0)) for r, a in want.items()} if known
+                    else want), None
         share = nodefit.largest_share(want, self.nodes(), spec)
         if share is not None and nodefit.autoscaler_may_add(
             self._nodepools(), spec, want, self.settings.cluster_autoscaler
         ):
             share = None
-        with self._lock:
-            self._fitted[run.uid] = share
+        self.memory.set(run.uid, fitted=Fitted(share))
         if share is None:
             return want, None
         return share, Notice(
@@ -110,8 +111,7 @@ class Headroom:
             return []  # not readable: no autoscaler known
 
     def forget(self, run_uid: str) -> None:
-        with self._lock:
-            self._fitted.pop(run_uid, None)
+        self.memory.reset(run_uid, "fitted")
 
     def need(self, run_uid: str, found: peak.Estimate) -> Amounts:
         """What the run will still ask beyond what its running pods hold."""
@@ -145,15 +145,13 @@ class Headroom:
     def _others(self, namespace: str) -> dict[str, Amounts]:
         """What each live run of the namespace will still ask, summed at most every second."""
         now = time.monotonic()
-        with self._lock:
-            cached = self._demand.get(namespace)
-            if cached is not None and now - cached[0] < DEMAND_TTL:
-                return cached[1]
+        cached = self._demand.get(namespace)
+        if cached is not None and now - cached[0] < DEMAND_TTL:
+            return cached[1]
         by_run = {}
         for other in self.live():
             found = self.estimate_of(other.uid) if other.namespace == namespace else None
             if found is not None:
                 by_run[other.uid] = self.need(other.uid, found)
-        with self._lock:
-            self._demand[namespace] = (now, by_run)
+        self._demand[namespace] = (now, by_run)
         return by_run

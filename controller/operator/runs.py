@@ -90,7 +90,7 @@ class Operator:
         resolving = Resolving(caches, self.live.get, self.nudge, self.memory)
         self.estimates = Estimates(caches, self.index, resolving, self.memory)
         headroom = Headroom(settings, caches, self.index, self.estimates.known, self.live.runs,
-                            self.anchors.nodes, kube)
+                            self.memory, self.anchors.nodes, kube)
         self.capacity = Capacity(settings, self.executor, caches, self.index, metrics,
                                  self.estimates, headroom, self.memory)
         self.observer = Observer(kube, caches, self.index, self.capacity, self.warming,

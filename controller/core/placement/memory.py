@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, NamedTuple
 
+from controller.core.basics.quantity import Amounts
 from controller.core.capacity.peak import Estimate
 from controller.core.capacity.settle import Acted
 
@@ -34,6 +35,13 @@ class BoundPod:
     node: str
 
 
+class Fitted(NamedTuple):
+    """What a run's reservation asks where its peak is more than any node it may use can hold
+    and no autoscaler can add one (None: what its quota allows)."""
+
+    share: Amounts | None
+
+
 class Gated(NamedTuple):
     """A pod admission gated, not yet seen released."""
 
@@ -52,6 +60,8 @@ class RunMemory:
     gated: tuple[Gated, ...] = ()
     # Estimates (operator/estimates.py): its peak, once complete.
     estimate: Estimate | None = None
+    # Headroom (operator/headroom.py): its reservation's share of a node, once found.
+    fitted: Fitted | None = None
     # AnchorGuard (operator/anchors.py): the node its anchor cannot leave yet, and whether a
     # look at it is put for later.
     blocked_on: str = ""
