@@ -213,19 +213,19 @@ class Operator:
 
     def reconcile_run(self, body: Mapping[str, Any], run: tekton.PipelineRun | None = None,
                       newest: bool = False) -> reconcile.Decision:
-        """Observe, decide, act, tell for one run (`run`: the body already read, if it was;
-        `newest`: no newer body is known: a watch event's, decided before any newer one of the
-        run, or the API server's just asked for)."""
+        """Admit, observe, plan, act for one run (core/placement/runplan.py). `run`: the body
+        already read, if it was; `newest`: no newer body is known (a watch event's, decided
+        before any newer one of the run, or the API server's just asked for)."""
         begun = self.settled.begin()  # before anything is read: see Settled.settle
         run = run if run is not None and run.raw is body else tekton.PipelineRun.from_body(body)
         facts = self.view.facts
-        # A run anchored before its namespace was switched off stays ours to its end.
-        serves = run.valid and (self.marks.serves(run, facts) or bool(self.index.run_pods(run.uid)))
-        admitted = runplan.admit(run, serves, not run.finished or self._may_have_balloon(run),
-                                 run.finished and bool(self.index.rooms(run.uid)))
         if not run.valid:
             log.warning("pipelinerun without name, namespace or uid; ignored")
             return reconcile.Decision(Verb.NONE, "invalid run")
+        # A run anchored before its namespace was switched off stays ours to its end.
+        serves = self.marks.serves(run, facts) or bool(self.index.run_pods(run.uid))
+        admitted = runplan.admit(run, serves, not run.finished or self._may_have_balloon(run),
+                                 run.finished and bool(self.index.rooms(run.uid)))
         if admitted.live:
             self.live.keep(run.uid, body)
         else:
