@@ -78,8 +78,8 @@ def reclaim() -> list[str]:
                      | set(Path("/sys/fs/cgroup").glob(f"{CGROUP_PREFIX}*")))
     pids = {int(p) for d in cgroups for procs in d.rglob("cgroup.procs")
             for p in _read(procs).split()}
-    pids |= set(pids_with("/tekton-coscheduler-e2e-")) & {
-        pid for pid in pids_with("/real-") if NODE_ROOT.search(_cmdline(pid))}
+    pids |= {pid for pid in pids_with("/tekton-coscheduler-e2e-")
+             if NODE_ROOT.search(_cmdline(pid))}
     for pid in sorted(pids - {os.getpid()}):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, 9)
