@@ -96,7 +96,7 @@ class AnchorGuard:
 
     def recheck(self) -> None:
         """Anchors that could not move may be free now (without a queue: see `soon`)."""
-        for run_uid, _ in self.memory.runs(lambda m: m.blocked_on):
+        for run_uid in self.memory.runs(lambda m: m.blocked_on):
             self.look_at(run_uid)
 
     def _look(self, run_uid: str) -> None:

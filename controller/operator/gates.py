@@ -57,7 +57,7 @@ class Gates:
 
     def tend(self) -> None:
         """Releases what a failed call left held (called by the resync)."""
-        for uid, _ in self.memory.runs(lambda m: m.gated):
+        for uid in self.memory.runs(lambda m: m.gated):
             if self.index.anchor(uid):
                 self._release(uid)
 
@@ -68,7 +68,7 @@ class Gates:
         keeps a pod from racing its balloon for their claims; each pod keeps its required term
         beside the balloon, so released early it waits for the anchor's node as it would have,
         and the next leader would take the gate off the same pods."""
-        for uid, _ in self.memory.runs(lambda m: m.gated):
+        for uid in self.memory.runs(lambda m: m.gated):
             try:
                 self._release(uid)
             except Exception as exc:  # leadership ends: said, and the rest released

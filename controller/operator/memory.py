@@ -44,7 +44,7 @@ class Memories:
         """These fields of the run's memory forgotten; the memory before."""
         return self.update(run_uid, lambda m: m.reset(*names))
 
-    def runs(self, having: Callable[[RunMemory], object]) -> list[tuple[str, RunMemory]]:
-        """The runs whose memory has it (`having` true of it), with their memory."""
+    def runs(self, having: Callable[[RunMemory], object]) -> list[str]:
+        """The runs whose memory has it (`having` true of it)."""
         with self._lock:
-            return [(uid, m) for uid, m in self._runs.items() if having(m)]
+            return [uid for uid, m in self._runs.items() if having(m)]

@@ -169,7 +169,7 @@ class Placement:
         """Moves whose old pod's deletion was never seen (a watch that restarted), said after
         `grace` seconds with what is known (called by the resync)."""
         now = time.monotonic()
-        for uid, _ in self.memory.runs(lambda m: m.unexplained and now - m.unexplained.since
+        for uid in self.memory.runs(lambda m: m.unexplained and now - m.unexplained.since
                                        >= grace):
             move = self.memory.update(uid, lambda m: replace(m, unexplained=None)).unexplained
             if move is None:  # taken meanwhile by the old pod's deletion, which said it

@@ -194,7 +194,7 @@ def test_once_one_build_of_a_resolver_task_runs_the_keeper_holds_room_for_its_si
     [before] = kube.pods.values()  # the keeper for fetch, before any build was known
     assert before["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "1"}
     kube.pods.clear()  # build-a preempted it
-    for uid, _ in operator.memory.runs(lambda m: m.acted):
+    for uid in operator.memory.runs(lambda m: m.acted):
         operator.memory.reset(uid, "acted")
     operator.on_room_pod(bound(before, "n1"), deleted=True)
     [keeper] = kube.pods.values()

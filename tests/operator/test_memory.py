@@ -17,7 +17,7 @@ def test_a_change_returns_the_memory_before_it_and_a_run_back_to_empty_is_not_ke
     assert memory.get("r1").marked
     assert memory.set("r1", blocked_on="n1").marked
     assert memory.reset("r1", "marked").blocked_on == "n1"
-    assert memory.runs(lambda m: True) == [("r1", memory.get("r1"))]
+    assert memory.runs(lambda m: True) == ["r1"]
     memory.reset("r1", "blocked_on")
     assert memory.runs(lambda m: True) == []  # nothing left to remember: the run costs nothing
 
