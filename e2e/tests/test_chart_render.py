@@ -502,6 +502,32 @@ def test_it_renders_as_a_subchart_with_global_values(tmp_path: Path) -> None:
     assert one(alone, "Deployment")["spec"]["replicas"] == 2
 
 
+def test_an_umbrella_switches_it_with_the_usual_enabled_condition(tmp_path: Path) -> None:
+    """`condition: tekton-coscheduler.enabled` is how umbrella charts switch a dependency;
+    Helm hands the subchart that `enabled` with its values."""
+    import shutil
+
+    umbrella = tmp_path / "platform"
+    (umbrella / "charts").mkdir(parents=True)
+    (umbrella / "Chart.yaml").write_text(
+        "apiVersion: v2\nname: platform\nversion: 1.0.0\ndependencies:\n"
+        "  - name: tekton-coscheduler\n    version: '>=0.0.0-0'\n"
+        "    condition: tekton-coscheduler.enabled\n")
+    shutil.copytree(chart.CHART, umbrella / "charts" / "tekton-coscheduler")
+    values = tmp_path / "values.yaml"
+    args = ["template", "p", str(umbrella), "--namespace", "platform", "--kube-version",
+            chart.KUBE_VERSION, "-f", str(values)]
+    values.write_text(yaml.safe_dump({"tekton-coscheduler": {"enabled": True}}))
+    on = [d for d in yaml.safe_load_all(chart.run_helm(args).stdout) if d]
+    assert one(on, "Deployment")["spec"]["replicas"] == 2
+    values.write_text(yaml.safe_dump({"tekton-coscheduler": {"enabled": False}}))
+    off = [d for d in yaml.safe_load_all(chart.run_helm(args).stdout) if d]
+    assert not [d for d in off if d["kind"] == "Deployment"]
+    values.write_text(yaml.safe_dump({"tekton-coscheduler": {"enabled": "yes"}}))
+    refused = chart.run_helm(args, check=False)
+    assert refused.returncode != 0 and "enabled" in refused.stderr
+
+
 def test_dockerfile_lints() -> None:
     import shutil
     import subprocess
