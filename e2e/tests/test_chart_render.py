@@ -386,13 +386,18 @@ def test_names_follow_name_and_fullname_overrides() -> None:
     assert one(docs, "Secret")["metadata"]["name"] == "ci-anchors-webhook-tls"
 
 
-def test_extra_env_comes_after_the_chart_s_own_and_wins() -> None:
-    docs = chart.render({"extraEnv": [*COMBINATIONS["fitted"]["extraEnv"],
-                                      {"name": "COSCHEDULER_LOG_LEVEL", "value": "DEBUG"}]})
+def test_extra_env_comes_after_the_chart_s_own_and_replaces_one_of_the_same_name() -> None:
+    extra = [*COMBINATIONS["fitted"]["extraEnv"],
+             {"name": "COSCHEDULER_LOG_LEVEL", "value": "DEBUG"},
+             {"name": "POD_NAME", "value": "fixed"}]
+    docs = chart.render({"extraEnv": extra})
     env = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]
-    assert env[-3:] == [*COMBINATIONS["fitted"]["extraEnv"], {"name": "COSCHEDULER_LOG_LEVEL", "value": "DEBUG"}]
-    # the kubelet takes the last of two variables of one name
-    assert [e["value"] for e in env if e["name"] == "COSCHEDULER_LOG_LEVEL"] == ["INFO", "DEBUG"]
+    assert env[-4:] == extra
+    # each name once: server-side apply (Argo CD, kubectl --server-side) refuses a list whose
+    # merge key repeats
+    names = [e["name"] for e in env]
+    assert len(names) == len(set(names)), names
+    assert "COSCHEDULER_ADMISSION_MODE" in names  # the chart's others stay
 
 
 def test_pod_metadata_priority_and_spread_are_values() -> None:
