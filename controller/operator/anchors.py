@@ -1,7 +1,7 @@
 """Anchors on nodes that go away: moved when they may, kept and explained when they may not.
 
-Fed by the node watch: a node event (kept in the NodeIndex, operator/nodeindex.py, which this
-reads) concerns the runs anchored there (PodIndex). For each,
+Fed by the node watch, through the node index (operator/nodeindex.py, which keeps the nodes
+and which this reads): a node event concerns the runs anchored there (PodIndex). For each,
 core/capacity/nodes.py says whether the node can still keep the anchor and core/placement/anchor.py
 whether the anchor moves. Moving is deleting the balloon pod (no grace on a node that will not
 confirm); its StatefulSet makes a new one and Placement says AnchorMoved once it is bound. An anchor
