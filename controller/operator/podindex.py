@@ -24,20 +24,8 @@ from controller.core.basics import names
 from controller.core.basics.times import parse_time
 from controller.core.model import assistant, pods, tekton
 from controller.core.model import progress as run_progress
-from controller.core.model.pods import RunPod, scheduled_condition
+from controller.core.model.pods import BalloonPod, RunPod
 from controller.core.placement.waiting import Waiting
-
-
-@dataclass
-class BalloonPod:
-    name: str
-    namespace: str
-    uid: str
-    run_name: str
-    node: str
-    tolerations: tuple[Mapping[str, Any], ...]
-    claims: tuple[str, ...]
-    bound_at: datetime | None = None  # when the scheduler bound it (None: not yet)
 
 
 @dataclass
@@ -94,6 +82,17 @@ class PodIndex:
         else:
             self._waiters.discard(uid)
 
+    def _note(self, uid: str, state: RunState, pod: Mapping[str, Any], **kind: Any) -> None:
+        """Files the pod as waiting if the scheduler found no node for it (since it first
+        said so), else as not waiting. `kind`: what it waits as (core/placement/waiting.py)."""
+        meta = pod.get("metadata") or {}
+        pod_uid = str(meta.get("uid") or "")
+        waiting, message, since = pods.unschedulable(pod, datetime.now(UTC))
+        old = state.waiting.get(pod_uid)
+        self._wait(uid, state, pod_uid, Waiting(
+            str(meta.get("name") or ""), old.since if old else since, message, **kind,
+        ) if waiting and not (pod.get("spec") or {}).get("nodeName") else None)
+
     # -- fed by the pod watch ------------------------------------------------------------------
 
     def balloon_event(self, pod: Mapping[str, Any], deleted: bool) -> tuple[str, str | None]:
@@ -113,40 +112,19 @@ class PodIndex:
             state.namespace = str(meta.get("namespace") or state.namespace)
             state.name = str(labels.get(names.LABEL_RUN) or state.name)
             previous = state.balloon.node if state.balloon else None
-            waiting, message, since = pods.unschedulable(pod, datetime.now(UTC))
             pod_uid = str(meta.get("uid") or "")
             if deleted:
                 if state.balloon and state.balloon.uid == pod_uid:
                     self._set_balloon(uid, state, None)
                 self._wait(uid, state, pod_uid, None)
                 return uid, previous
-            bound_at = None
-            if node:
-                same = state.balloon if state.balloon and state.balloon.uid == pod_uid else None
-                cond = scheduled_condition(pod)
-                bound_at = (same.bound_at if same and same.bound_at else None) or (
-                    parse_time(cond.get("lastTransitionTime")) if cond.get("status") == "True"
-                    else None) or datetime.now(UTC)
-            self._set_balloon(uid, state, BalloonPod(
-                bound_at=bound_at,
-                name=str(meta.get("name") or ""),
-                namespace=state.namespace,
-                uid=pod_uid,
-                run_name=state.name,
-                node=node,
-                tolerations=tuple(t for t in spec.get("tolerations") or [] if isinstance(t, dict)),
-                claims=tuple(
-                    v["persistentVolumeClaim"]["claimName"]
-                    for v in spec.get("volumes") or []
-                    if isinstance(v, dict) and isinstance(v.get("persistentVolumeClaim"), dict)
-                ),
-            ))
+            same = state.balloon if state.balloon and state.balloon.uid == pod_uid else None
+            self._set_balloon(uid, state, pods.balloon_pod(
+                pod, state.namespace, state.name, same.bound_at if same else None,
+                datetime.now(UTC)))
             if node and node not in state.anchors:
                 state.anchors.append(node)
-            old = state.waiting.get(pod_uid)
-            self._wait(uid, state, pod_uid, Waiting(
-                str(meta.get("name") or ""), old.since if old else since, message, balloon=True
-            ) if waiting and not node else None)
+            self._note(uid, state, pod, balloon=True)
             return uid, previous if previous and previous != node else None
 
     def task_pod_event(self, pod: Mapping[str, Any], deleted: bool) -> str | None:
@@ -169,32 +147,22 @@ class PodIndex:
                 state.pods.pop(pod_uid, None)
                 self._wait(run.uid, state, pod_uid, None)
                 return run.uid
-            node = str(spec.get("nodeName") or "")
             state.pods[pod_uid] = pods.run_pod(pod)
-            waiting, message, since = pods.unschedulable(pod, datetime.now(UTC))
-            old = state.waiting.get(pod_uid)
-            self._wait(run.uid, state, pod_uid, Waiting(
-                str(meta.get("name") or ""), old.since if old else since, message,
-                anchor=state.balloon.node if state.balloon else "",
-            ) if waiting and not node else None)
+            self._note(run.uid, state, pod, anchor=state.balloon.node if state.balloon else "")
             return run.uid
 
     def _pinned_elsewhere(self, run_uid: str, pod: Mapping[str, Any], deleted: bool) -> None:
         """A pod of a run we anchor that Tekton pinned to its own assistant (admission stood
         aside while it was on): not the run's pod for us, but a waiter to be said."""
-        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-        beside = assistant.assistant_required(spec)
-        pod_uid = str(meta.get("uid") or "")
+        beside = assistant.assistant_required(pod.get("spec") or {})
         with self._lock:
             state = self._runs.get(run_uid)
             if state is None or not beside:
                 return
-            waiting, message, since = pods.unschedulable(pod, datetime.now(UTC))
-            old = state.waiting.get(pod_uid)
-            self._wait(run_uid, state, pod_uid, Waiting(
-                str(meta.get("name") or ""), old.since if old else since, message,
-                assistant=beside,
-            ) if waiting and not deleted and not spec.get("nodeName") else None)
+            if deleted:
+                self._wait(run_uid, state, str((pod.get("metadata") or {}).get("uid") or ""), None)
+            else:
+                self._note(run_uid, state, pod, assistant=beside)
 
     def room_event(self, pod: Mapping[str, Any], deleted: bool) -> str:
         """Records a reservation pod event; returns its run's uid."""

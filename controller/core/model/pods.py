@@ -62,3 +62,43 @@ def run_pod(pod: Mapping[str, Any]) -> RunPod:
         requests,
         str((meta.get("labels") or {}).get(tekton.LABEL_TASK_RUN) or ""),
     )
+
+
+@dataclass(frozen=True)
+class BalloonPod:
+    name: str
+    namespace: str
+    uid: str
+    run_name: str
+    node: str
+    tolerations: tuple[Mapping[str, Any], ...]
+    claims: tuple[str, ...]
+    bound_at: datetime | None = None  # when the scheduler bound it (None: not yet)
+
+
+def balloon_pod(pod: Mapping[str, Any], namespace: str, run_name: str,
+                bound_before: datetime | None, now: datetime) -> BalloonPod:
+    """A balloon pod as the pod index keeps it. `bound_before`: when this same pod was first
+    seen bound, kept over later events; else its PodScheduled condition's time, else `now`."""
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    node = str(spec.get("nodeName") or "")
+    bound_at = None
+    if node:
+        cond = scheduled_condition(pod)
+        bound_at = bound_before or (
+            parse_time(cond.get("lastTransitionTime")) if cond.get("status") == "True"
+            else None) or now
+    return BalloonPod(
+        name=str(meta.get("name") or ""),
+        namespace=namespace,
+        uid=str(meta.get("uid") or ""),
+        run_name=run_name,
+        node=node,
+        tolerations=tuple(t for t in spec.get("tolerations") or [] if isinstance(t, dict)),
+        claims=tuple(
+            v["persistentVolumeClaim"]["claimName"]
+            for v in spec.get("volumes") or []
+            if isinstance(v, dict) and isinstance(v.get("persistentVolumeClaim"), dict)
+        ),
+        bound_at=bound_at,
+    )
