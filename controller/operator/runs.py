@@ -73,7 +73,7 @@ class Operator:
         # What the leader remembers of each run between two looks at it (operator/memory.py).
         self.memory = Memories()
         # Live runs whose last decision kept their balloon, until something they read changes.
-        self.settled = Settled(settings.resync_settled_rounds, self.index)
+        self.settled = Settled(settings.resync_settled_rounds, self.index, self.memory)
         self.warming = Warming(self.executor, caches, view, metrics)
         self.placement = Placement(kube, metrics, self.executor, self.index, self.memory,
                                    self.balloon_of, self.warming)
