@@ -54,6 +54,7 @@ class Memories:
         return self.update(run_uid, lambda m: m.reset(*names))
 
     def runs(self, having: Callable[[RunMemory], object]) -> list[str]:
-        """The runs whose memory has it (`having` true of it)."""
+        """The runs whose memory has it (`having` true of it). (A namespace's or the facts'
+        memory sets `changed` alone: no `having` that reads another field gives its key.)"""
         with self._lock:
             return [uid for uid, m in self._runs.items() if having(m)]
