@@ -28,6 +28,9 @@ binaries:
 	bash e2e/build.sh
 
 E2E_PYTEST = $(BIN)/pytest e2e -p no:cacheprovider --durations=40 $(PYTEST_FLAGS)
+# The test command fails on a skipped scenario (it proved nothing) but those of these files:
+# the kind backend's install needs Docker, which this lab does not have.
+SKIPS_ALLOWED ?= test_kind_install.py
 
 e2e: venv binaries
 	$(E2E_PYTEST)
@@ -75,7 +78,8 @@ release: venv
 test: venv
 	bash e2e/build.sh --background
 	$(MAKE) lint unit package || { bash e2e/build.sh --stop; exit 1; }
-	$(E2E_PYTEST) || { bash e2e/build.sh --stop; exit 1; }
+	$(E2E_PYTEST) -rs -p e2e.harness.skips --skips-allowed $(SKIPS_ALLOWED) \
+		|| { bash e2e/build.sh --stop; exit 1; }
 	bash e2e/build.sh --wait
 
 # The main job: a local control plane, the operator, a fan-out/fan-in PipelineRun, a verdict.

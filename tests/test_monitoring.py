@@ -51,6 +51,13 @@ def test_every_alert_links_its_runbook_section() -> None:
         assert alert.lower() in headings, f"docs/operations/runbooks.md has no ## {alert}"
 
 
+def test_the_alerts_page_lists_every_alert_the_chart_renders() -> None:
+    page = (promql.CHART.parent.parent / "docs" / "operations" / "alerts.md").read_text()
+    listed = {line.split("|")[1].strip().strip("`") for line in page.splitlines()
+              if line.startswith("| `TektonCoscheduler")}
+    assert listed == set(promql.rule_exprs(promql.RULES.read_text()))
+
+
 def test_the_metrics_page_lists_every_metric_as_the_registry_does() -> None:
     assert metrics_doc.current() == metrics_doc.table(), (
         "docs/operations/metrics.md is stale: run python -m tests.metrics_doc")

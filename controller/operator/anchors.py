@@ -1,6 +1,7 @@
 """Anchors on nodes that go away: moved when they may, kept and explained when they may not.
 
-Fed by the node watch: a node event concerns the runs anchored there (PodIndex). For each,
+Fed by the node watch, through the node index (operator/nodeindex.py, which keeps the nodes
+and which this reads): a node event concerns the runs anchored there (PodIndex). For each,
 core/capacity/nodes.py says whether the node can still keep the anchor and core/placement/anchor.py
 whether the anchor moves. Moving is deleting the balloon pod (no grace on a node that will not
 confirm); its StatefulSet makes a new one and Placement says AnchorMoved once it is bound. An anchor
@@ -12,7 +13,6 @@ task that runs there (a new leader's pod watch replaying the cluster).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -26,9 +26,9 @@ from controller.core.model import pods, tekton
 from controller.core.placement import anchor
 from controller.kube.client import ApiError, Kube, api_message
 from controller.metrics import Metrics
-from controller.operator.executor import Executor
+from controller.operator.executor import Executor, pipelinerun_ref
 from controller.operator.memory import Memories
-from controller.operator.notify import pipelinerun_ref
+from controller.operator.nodeindex import NodeIndex
 from controller.operator.placement import Placement
 from controller.operator.podindex import PodIndex
 
@@ -44,6 +44,7 @@ class AnchorGuard:
         self,
         kube: Kube,
         index: PodIndex,
+        nodes: NodeIndex,
         placement: Placement,
         metrics: Metrics,
         executor: Executor,
@@ -52,11 +53,10 @@ class AnchorGuard:
     ) -> None:
         self.kube = kube
         self.index = index
+        self.nodes = nodes  # as the node watch last showed them
         self.placement = placement
         self.metrics = metrics
         self.executor = executor
-        self._nodes: dict[str, Mapping[str, Any] | None] = {}  # as the node watch last saw them
-        self._lock = threading.Lock()  # guards _nodes
         # RunMemory.blocked_on: the node the run's anchor cannot leave yet; RunMemory.again: a
         # look at it is put for later.
         self.memory = memory
@@ -64,10 +64,9 @@ class AnchorGuard:
         # in some seconds (Operator.soon); None: looked at in place, and again by `recheck`.
         self.soon = soon
 
-    def on_node(self, node: Mapping[str, Any], deleted: bool = False) -> None:
-        name = str((node.get("metadata") or {}).get("name") or "")
-        with self._lock:
-            self._nodes[name] = None if deleted else node
+    def on_node(self, name: str) -> None:
+        """The node watch told of a change to the node (the node index holds it now): the
+        anchors on it are looked at."""
         for run_uid in self.index.anchored_on(name):
             self._look(run_uid)
 
@@ -79,20 +78,14 @@ class AnchorGuard:
         node = str((pod.get("spec") or {}).get("nodeName") or "")
         if deleted or not node or (pod.get("metadata") or {}).get("deletionTimestamp"):
             return  # a pod on its way out (a move begun) is not looked at again
-        with self._lock:
-            if node not in self._nodes:
-                return
-            known = self._nodes[node]
+        told, known = self.nodes.node(node)
+        if not told:
+            return
         tolerations = (pod.get("spec") or {}).get("tolerations") or ()
         if nodes.unavailable(known, tolerations) is not None:
             uid = str(((pod.get("metadata") or {}).get("labels") or {}).get(names.LABEL_RUN_UID)
                       or "")
             self._look(uid)
-
-    def nodes(self) -> list[Mapping[str, Any]]:
-        """Every node as the node watch last saw it."""
-        with self._lock:
-            return [n for n in self._nodes.values() if n is not None]
 
     def recheck(self) -> None:
         """Anchors that could not move may be free now (without a queue: see `soon`)."""
@@ -134,9 +127,7 @@ class AnchorGuard:
         if pod is None or not pod.node:
             self._unblock(run_uid)
             return
-        with self._lock:
-            known = pod.node in self._nodes
-            node = self._nodes.get(pod.node)
+        known, node = self.nodes.node(pod.node)
         if not known:
             return  # the node watch has not told us of it yet
         reason = nodes.unavailable(node, pod.tolerations)

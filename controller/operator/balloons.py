@@ -29,8 +29,7 @@ from controller.kube.caches import Caches
 from controller.kube.client import api_message
 from controller.kube.clusterview import Facts
 from controller.metrics import Metrics
-from controller.operator.executor import Done, Executor
-from controller.operator.notify import pipelinerun_ref
+from controller.operator.executor import Done, Executor, pipelinerun_ref
 from controller.operator.placement import Placement
 
 log = structlog.get_logger(__name__)

@@ -28,10 +28,9 @@ from controller.kube.clusterview import Facts
 from controller.metrics import Metrics
 from controller.operator import sources
 from controller.operator.estimates import Estimates
-from controller.operator.executor import Executor
+from controller.operator.executor import Executor, pipelinerun_ref
 from controller.operator.headroom import Headroom
 from controller.operator.memory import Memories
-from controller.operator.notify import pipelinerun_ref
 from controller.operator.podindex import PodIndex
 from controller.settings import Settings
 

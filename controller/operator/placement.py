@@ -25,9 +25,8 @@ from controller.core.placement import anchor, balloon
 from controller.core.placement.memory import BoundPod, Move, RunMemory
 from controller.kube.client import Kube
 from controller.metrics import Metrics
-from controller.operator.executor import Executor
+from controller.operator.executor import Executor, pipelinerun_ref
 from controller.operator.memory import Memories
-from controller.operator.notify import pipelinerun_ref
 from controller.operator.podindex import PodIndex
 from controller.operator.warming import Warming
 

@@ -1,4 +1,4 @@
-"""The operator's work on runs: observe (kube), decide (reconcile), act (kube), tell (notify).
+"""The operator's work on runs: observe (kube), decide (reconcile), act and tell (the executor).
 
 The handlers (faces/streams.py, faces/kopf_handlers.py) call these methods and nothing else. Each
 is safe to run again with the same input: restarts and replayed events are harmless.
@@ -27,13 +27,13 @@ from controller.operator.balloons import Balloons, Budgets
 from controller.operator.capacity import Capacity
 from controller.operator.cluster import Assistant
 from controller.operator.estimates import Estimates, Resolving
-from controller.operator.executor import Executor
+from controller.operator.executor import Executor, Notifier
 from controller.operator.gates import Gates
 from controller.operator.headroom import Headroom
 from controller.operator.live import LiveRuns
 from controller.operator.marking import Marks
 from controller.operator.memory import Memories
-from controller.operator.notify import Notifier
+from controller.operator.nodeindex import NodeIndex
 from controller.operator.observe import Observer
 from controller.operator.placement import Placement
 from controller.operator.podindex import PodIndex
@@ -74,15 +74,17 @@ class Operator:
         self.memory = Memories()
         # Live runs whose last decision kept their balloon, until something they read changes.
         self.settled = Settled(settings.resync_settled_rounds, self.index, self.memory)
-        self.warming = Warming(self.executor, caches, view, metrics)
+        # What the node watch last showed of each node (operator/nodeindex.py).
+        self.node_index = NodeIndex(metrics)
+        self.warming = Warming(self.executor, caches, view, metrics, self.node_index)
         self.placement = Placement(kube, metrics, self.executor, self.index, self.memory,
                                    self.balloon_of, self.warming)
         self.gates = Gates(self.executor, self.index, metrics, self.memory)
         self.budgets = Budgets(self.executor, caches)
         self.balloons = Balloons(self.executor, metrics, self.budgets, self.placement)
         self.unplaced = Unplaced(settings, kube, self.index, metrics, self.executor)
-        self.anchors = AnchorGuard(kube, self.index, self.placement, metrics, self.executor,
-                                   self.memory, self.soon)
+        self.anchors = AnchorGuard(kube, self.index, self.node_index, self.placement, metrics,
+                                   self.executor, self.memory, self.soon)
         self.waiting = WaitingPods(settings, self.index, metrics, self.executor,
                                    self.live.claims_tekton_makes)
         # What a ResolutionRequest's event wakes (in the caches' watch thread) goes on the work
@@ -90,7 +92,7 @@ class Operator:
         resolving = Resolving(caches, self.live.get, self.nudge, self.memory)
         self.estimates = Estimates(caches, self.index, resolving, self.memory)
         headroom = Headroom(settings, caches, self.index, self.estimates.known, self.live.runs,
-                            self.memory, self.anchors.nodes, kube)
+                            self.memory, self.node_index.nodes, kube)
         self.capacity = Capacity(settings, self.executor, caches, self.index, metrics,
                                  self.estimates, headroom, self.memory)
         self.observer = Observer(kube, caches, self.index, self.capacity, self.warming,
@@ -170,8 +172,10 @@ class Operator:
     # -- nodes ----------------------------------------------------------------------------------
 
     def on_node(self, node: Mapping[str, Any], deleted: bool = False) -> None:
-        self.warming.on_node(node, deleted=deleted)  # the images each node holds
-        self.anchors.on_node(node, deleted=deleted)  # the nodes capacity and anchors read
+        """Kept once, in the node index (what anchors, headroom and warm anchors read); then
+        the anchors on the node are looked at."""
+        self.node_index.on_node(node, deleted=deleted)
+        self.anchors.on_node(str((node.get("metadata") or {}).get("name") or ""))
 
     def _node_event(self, node: Mapping[str, Any]) -> None:
         """From the nodes' watch cache (its first list included): gone when it holds it no more."""

@@ -15,8 +15,7 @@ from controller.core.model import tekton
 from controller.core.placement import waiting
 from controller.kube.client import Kube
 from controller.metrics import Metrics
-from controller.operator.executor import Executor
-from controller.operator.notify import pipelinerun_ref
+from controller.operator.executor import Executor, pipelinerun_ref
 from controller.operator.podindex import PodIndex
 from controller.settings import Settings
 

@@ -1,5 +1,5 @@
 """Warm anchors, the adapter: the run's images from the specs the leader's caches hold (read as
-capacity reads them), which nodes hold them (an index kept from the node watch), and the
+capacity reads them), which nodes hold them (the NodeIndex's, operator/nodeindex.py), and the
 pipeline's last node from its namespace's policy status, for core/placement/warm.py; once the run is
 anchored, its node is remembered there for the pipeline's next run (core/placement/warmcache.py),
 and counted.
@@ -7,7 +7,6 @@ and counted.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -23,6 +22,7 @@ from controller.kube.clusterview import ClusterView, Facts
 from controller.metrics import Metrics
 from controller.operator.estimates import task_reader
 from controller.operator.executor import Executor
+from controller.operator.nodeindex import NodeIndex
 from controller.operator.sources import Sources
 
 log = structlog.get_logger(__name__)
@@ -30,42 +30,12 @@ log = structlog.get_logger(__name__)
 
 class Warming:
     def __init__(self, executor: Executor, caches: Caches | None, view: ClusterView,
-                 metrics: Metrics) -> None:
+                 metrics: Metrics, nodes: NodeIndex) -> None:
         self.executor = executor
         self.caches = caches
         self.view = view
         self.metrics = metrics
-        self._reported: dict[str, dict[str, int]] = {}  # node -> its images (node_images)
-        self._hostnames: dict[str, str] = {}  # node -> its kubernetes.io/hostname label
-        self._holders: dict[str, dict[str, int]] = {}  # image -> node -> bytes
-        self._lock = threading.Lock()
-
-    def on_node(self, node: Mapping[str, Any], deleted: bool = False) -> None:
-        """The index follows each node's `status.images` (a heartbeat that changes none of
-        them changes nothing here)."""
-        meta = node.get("metadata") or {}
-        name = str(meta.get("name") or "")
-        reported = {} if deleted else warm.node_images(node)
-        hostname = "" if deleted else str((meta.get("labels") or {}).get(warm.HOSTNAME) or "")
-        with self._lock:
-            if hostname:
-                self._hostnames[name] = hostname
-            else:
-                self._hostnames.pop(name, None)
-            before = self._reported.get(name, {})
-            if reported == before:
-                return
-            for image in before.keys() - reported.keys():
-                self._holders[image].pop(name, None)
-                if not self._holders[image]:
-                    del self._holders[image]
-            for image, size in reported.items():
-                self._holders.setdefault(image, {})[name] = size
-            if reported:
-                self._reported[name] = reported
-            else:
-                self._reported.pop(name, None)
-            self.metrics.warm_node_images.set(sum(len(r) for r in self._reported.values()))
+        self.nodes = nodes  # the images each node holds, and hostnames
 
     def warmth(self, run: PipelineRun, facts: Facts, src: Sources) -> warm.Warmth | None:
         """Where the run starts fastest, as far as its namespace's policy asks (None: it asks
@@ -78,16 +48,15 @@ class Warming:
         if not images and not key:
             return None
         last = warmcache.remembered(facts.warm_status.get(run.namespace)).get(key, "")
-        with self._lock:
-            return warm.warmth(images, self._holders, key, last, self._hostnames)
+        held = self.nodes.images()
+        return warm.warmth(images, held.holders, key, last, held.hostnames)
 
     def anchored(self, namespace: str, run: str, annotations: Mapping[str, Any],
                  node: str) -> str:
         """The run's anchor was bound to `node` for the first time: counted, its pipeline's
         node remembered; what is warm there, for the Anchored Event."""
         note = warm.noted(annotations.get(warm.ANNOTATION))
-        with self._lock:
-            held = note.held(self._reported.get(node, {}), node)
+        held = note.held(self.nodes.images().reported.get(node, {}), node)
         if note.total:
             self.metrics.warm_image_bytes.labels(on_anchor="held").inc(held)
             self.metrics.warm_image_bytes.labels(on_anchor="to_pull").inc(note.total - held)

@@ -386,13 +386,18 @@ def test_names_follow_name_and_fullname_overrides() -> None:
     assert one(docs, "Secret")["metadata"]["name"] == "ci-anchors-webhook-tls"
 
 
-def test_extra_env_comes_after_the_chart_s_own_and_wins() -> None:
-    docs = chart.render({"extraEnv": [*COMBINATIONS["fitted"]["extraEnv"],
-                                      {"name": "COSCHEDULER_LOG_LEVEL", "value": "DEBUG"}]})
+def test_extra_env_comes_after_the_chart_s_own_and_replaces_one_of_the_same_name() -> None:
+    extra = [*COMBINATIONS["fitted"]["extraEnv"],
+             {"name": "COSCHEDULER_LOG_LEVEL", "value": "DEBUG"},
+             {"name": "POD_NAME", "value": "fixed"}]
+    docs = chart.render({"extraEnv": extra})
     env = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]
-    assert env[-3:] == [*COMBINATIONS["fitted"]["extraEnv"], {"name": "COSCHEDULER_LOG_LEVEL", "value": "DEBUG"}]
-    # the kubelet takes the last of two variables of one name
-    assert [e["value"] for e in env if e["name"] == "COSCHEDULER_LOG_LEVEL"] == ["INFO", "DEBUG"]
+    assert env[-4:] == extra
+    # each name once: server-side apply (Argo CD, kubectl --server-side) refuses a list whose
+    # merge key repeats
+    names = [e["name"] for e in env]
+    assert len(names) == len(set(names)), names
+    assert "COSCHEDULER_ADMISSION_MODE" in names  # the chart's others stay
 
 
 def test_pod_metadata_priority_and_spread_are_values() -> None:
@@ -500,6 +505,32 @@ def test_it_renders_as_a_subchart_with_global_values(tmp_path: Path) -> None:
     # alone, with a global value given
     alone = chart.render({"global": {"imageRegistry": "registry.example.com"}})
     assert one(alone, "Deployment")["spec"]["replicas"] == 2
+
+
+def test_an_umbrella_switches_it_with_the_usual_enabled_condition(tmp_path: Path) -> None:
+    """`condition: tekton-coscheduler.enabled` is how umbrella charts switch a dependency;
+    Helm hands the subchart that `enabled` with its values."""
+    import shutil
+
+    umbrella = tmp_path / "platform"
+    (umbrella / "charts").mkdir(parents=True)
+    (umbrella / "Chart.yaml").write_text(
+        "apiVersion: v2\nname: platform\nversion: 1.0.0\ndependencies:\n"
+        "  - name: tekton-coscheduler\n    version: '>=0.0.0-0'\n"
+        "    condition: tekton-coscheduler.enabled\n")
+    shutil.copytree(chart.CHART, umbrella / "charts" / "tekton-coscheduler")
+    values = tmp_path / "values.yaml"
+    args = ["template", "p", str(umbrella), "--namespace", "platform", "--kube-version",
+            chart.KUBE_VERSION, "-f", str(values)]
+    values.write_text(yaml.safe_dump({"tekton-coscheduler": {"enabled": True}}))
+    on = [d for d in yaml.safe_load_all(chart.run_helm(args).stdout) if d]
+    assert one(on, "Deployment")["spec"]["replicas"] == 2
+    values.write_text(yaml.safe_dump({"tekton-coscheduler": {"enabled": False}}))
+    off = [d for d in yaml.safe_load_all(chart.run_helm(args).stdout) if d]
+    assert not [d for d in off if d["kind"] == "Deployment"]
+    values.write_text(yaml.safe_dump({"tekton-coscheduler": {"enabled": "yes"}}))
+    refused = chart.run_helm(args, check=False)
+    assert refused.returncode != 0 and "enabled" in refused.stderr
 
 
 def test_dockerfile_lints() -> None:

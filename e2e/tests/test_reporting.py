@@ -231,3 +231,37 @@ def test_check_command_gives_a_verdict(cluster: ClusterHandle, coscheduler: Cosc
     assert f"[  ok] kubernetes version: Kubernetes {pins['KUBERNETES_VERSION']}: tested" in out.stdout
     assert (f"[  ok] tekton version: Tekton Pipelines {pins['TEKTON_PIPELINE_VERSION']}: tested"
             in out.stdout)
+
+
+def test_check_from_a_workstation_reviews_the_operator_s_service_account(
+        cluster: ClusterHandle, coscheduler: Coscheduler) -> None:
+    """An administrator's own credentials, not the operator's: `check` asks the API server what
+    the operator's ServiceAccount may do (SubjectAccessReview), and names what it may not."""
+    from e2e.harness import chart
+
+    exe = Path(sys.executable).with_name("tekton-coscheduler")
+    env = {**coscheduler.env(), "KUBECONFIG": str(cluster.kubeconfig)}
+
+    def check(account: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(exe), "check", "--operator-namespace", chart.NAMESPACE,
+                               "--service-account", account],
+                              env=env, capture_output=True, text=True, timeout=60)
+
+    charts_own = f"{chart.RELEASE}-tekton-coscheduler"
+    out = check(charts_own)
+    assert (f"every permission the operator needs is granted to ServiceAccount "
+            f"{chart.NAMESPACE}/{charts_own}") in out.stdout, out.stdout + out.stderr
+    assert "(the caller)" not in out.stdout and "SelfSubjectAccessReview" not in out.stdout
+    assert out.returncode == 0, out.stdout + out.stderr
+
+    bare = f"bare-{uuid.uuid4().hex[:6]}"
+    with cluster.api_client() as api:
+        client.CoreV1Api(api).create_namespaced_service_account(
+            chart.NAMESPACE, {"metadata": {"name": bare}})  # type: ignore[arg-type]
+    out = check(bare)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert f"denied to ServiceAccount {chart.NAMESPACE}/{bare}" in out.stdout
+    assert "verdict: NOT READY" in out.stdout
+
+    out = check("no-such-account")
+    assert out.returncode == 1 and "not found" in out.stdout, out.stdout + out.stderr

@@ -63,7 +63,7 @@ def test_the_nodes_and_their_images_are_known_once_the_cache_has_listed_them() -
     assert not know_nodes(operator, 0.01)  # not listed yet: said, and decided without them
     caches.watches["nodes"].run()
     assert know_nodes(operator, 0.01)
-    assert [n["metadata"]["name"] for n in operator.anchors.nodes()] == ["node-7"]
+    assert [n["metadata"]["name"] for n in operator.node_index.nodes()] == ["node-7"]
     assert _images_known(operator) == 1
 
 
@@ -86,4 +86,4 @@ def test_a_heartbeat_is_not_heard_a_change_and_a_deletion_are() -> None:
     operator.on_node = record  # type: ignore[method-assign]
     caches.watches["nodes"].run()
     assert heard == [("1", False), ("3", False), ("3", True)]
-    assert operator.anchors.nodes() == [] and _images_known(operator) == 0
+    assert operator.node_index.nodes() == [] and _images_known(operator) == 0

@@ -41,7 +41,7 @@ from controller.core.model import tekton
 from controller.core.placement import balloon
 from controller.kube.admission_policies import AdmissionPolicies
 from controller.kube.client import Kube, delete_options
-from controller.operator.notify import Notifier
+from controller.operator.executor import Notifier
 from controller.operator.observe import Observer
 from tests import apisurface, factories
 

@@ -11,6 +11,7 @@ from controller.metrics import Metrics
 from controller.operator.anchors import RECHECK, AnchorGuard
 from controller.operator.executor import Executor
 from controller.operator.memory import Memories
+from controller.operator.nodeindex import NodeIndex
 from controller.operator.podindex import PodIndex
 from tests import factories
 from tests.operator.test_placement import balloon_pod, task_pod
@@ -61,7 +62,14 @@ def guard(kube: Kube, said: Said | None = None) -> AnchorGuard:
     """A guard whose pod index knows the run's balloon pod on n1, and none of its tasks."""
     index = PodIndex()
     index.balloon_event(balloon_pod("b1", "n1"), deleted=False)
-    return AnchorGuard(kube, index, Placement(), Metrics(), Executor(kube, said or Said()), Memories())  # type: ignore[arg-type]
+    return AnchorGuard(kube, index, NodeIndex(Metrics()), Placement(), Metrics(), Executor(kube, said or Said()), Memories())  # type: ignore[arg-type]
+
+
+def tell(guard: AnchorGuard, node: dict[str, Any]) -> None:
+    """The node watch's event, as Operator.on_node hands it on: kept in the node index, then
+    the anchors on the node looked at."""
+    guard.nodes.on_node(node)
+    guard.on_node(node["metadata"]["name"])
 
 
 def not_ready(name: str) -> dict[str, Any]:
@@ -76,7 +84,7 @@ def test_a_task_the_pod_watch_has_not_shown_yet_keeps_the_anchor() -> None:
     there: the anchor stays, and the run is told why. (It was moved: a running task separated
     from its volume.)"""
     kube, said = Kube([task_pod("fetch", "n1")]), Said()
-    guard(kube, said).on_node(not_ready("n1"))
+    tell(guard(kube, said), not_ready("n1"))
     assert kube.deleted == []
     assert said.reasons == ["AnchorNodeUnavailable"]
 
@@ -85,7 +93,7 @@ def test_an_anchor_no_pod_of_its_run_holds_moves_at_once() -> None:
     finished = task_pod("fetch", "n1")
     finished["status"] = {"phase": "Succeeded"}
     kube = Kube([finished, task_pod("build", "n2")])
-    guard(kube).on_node(not_ready("n1"))
+    tell(guard(kube), not_ready("n1"))
     assert kube.deleted == [BALLOON_POD]
 
 
@@ -93,7 +101,7 @@ def test_an_anchor_whose_pods_cannot_be_read_stays_and_is_looked_at_again() -> N
     kube = Kube([])
     kube.failing = ApiError(status=503, reason="Service Unavailable")
     watched = guard(kube)
-    watched.on_node(not_ready("n1"))
+    tell(watched, not_ready("n1"))
     assert kube.deleted == []
     kube.failing = None
     watched.recheck()
@@ -107,8 +115,8 @@ def test_a_balloon_pod_shown_on_a_node_already_known_unavailable_is_looked_at_at
     finished = task_pod("fetch", "n1")
     finished["status"] = {"phase": "Succeeded"}
     kube = Kube([finished])
-    watched = AnchorGuard(kube, PodIndex(), Placement(), Metrics(), Executor(kube, Said()), Memories())  # type: ignore[arg-type]
-    watched.on_node(not_ready("n1"))  # the nodes' first list: no balloon known there yet
+    watched = AnchorGuard(kube, PodIndex(), NodeIndex(Metrics()), Placement(), Metrics(), Executor(kube, Said()), Memories())  # type: ignore[arg-type]
+    tell(watched, not_ready("n1"))  # the nodes' first list: no balloon known there yet
     assert kube.deleted == []
     pod = balloon_pod("b1", "n1")
     watched.index.balloon_event(pod, deleted=False)  # as Placement files it
@@ -120,7 +128,7 @@ def test_a_balloon_pod_on_its_way_out_is_not_looked_at_again() -> None:
     """The move begun: the pod's own events while it terminates delete nothing more."""
     kube = Kube([])
     watched = guard(kube)
-    watched.on_node(not_ready("n1"))  # no pod of the run holds it: moved
+    tell(watched, not_ready("n1"))  # no pod of the run holds it: moved
     assert kube.deleted == [BALLOON_POD]
     going = balloon_pod("b1", "n1")
     going["metadata"]["deletionTimestamp"] = "2026-11-27T10:00:00Z"
@@ -143,11 +151,11 @@ def test_a_node_s_event_looks_at_its_runs_on_their_keys_and_a_held_anchor_again_
     kube = Kube([task_pod("fetch", "n1")])
     watched = guard(kube)
     watched.soon = soon
-    watched.on_node(not_ready("n1"))
+    tell(watched, not_ready("n1"))
     assert put == [(factories.RUN_UID, "anchor", 0.0)] and kube.deleted == []  # nothing yet
     acts.pop()()  # the queue's worker: the task still runs there, so the anchor stays
     assert put[1:] == [(factories.RUN_UID, "anchor again", RECHECK)]
-    watched.on_node(not_ready("n1"))
+    tell(watched, not_ready("n1"))
     acts.pop()()  # found so again: no second look put for later
     assert len(put) == 3 and kube.deleted == []
     kube.pods = []  # the task ended

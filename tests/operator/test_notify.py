@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from controller.core.basics.notices import Notice
-from controller.operator.notify import Notifier, pipelinerun_ref
+from controller.operator.executor import Notifier, pipelinerun_ref
 
 
 class RecordingKube:

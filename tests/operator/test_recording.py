@@ -9,7 +9,7 @@ from typing import Any
 from controller.core.basics import names
 from controller.core.basics.notices import Notice
 from controller.core.placement import balloon, budget
-from controller.operator.notify import Notifier, pipelinerun_ref
+from controller.operator.executor import Notifier, pipelinerun_ref
 from tests import apisurface, factories
 from tests.operator import recording
 from tests.operator.recording import Recorder

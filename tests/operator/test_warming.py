@@ -1,5 +1,5 @@
-"""Warm anchors, the adapter: the node index follows node events, and an anchored run is counted
-and remembered for its pipeline's next run."""
+"""Warm anchors, the adapter: the run's images against what the node index holds, and an
+anchored run counted and remembered for its pipeline's next run."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from controller.core.policy import policy
 from controller.kube.clusterview import Facts
 from controller.metrics import Metrics
 from controller.operator.executor import Executor
+from controller.operator.nodeindex import NodeIndex
 from controller.operator.sources import Sources
 from controller.operator.warming import Warming
 from controller.settings import Settings
@@ -58,22 +59,22 @@ SOURCES = Sources(pipeline=None, requests=None, rooms=(), tasks_synced=True)
 
 
 def test_the_index_follows_what_nodes_report_and_forgets_deleted_nodes() -> None:
-    warming = Warming(Executor(Kube(), None), None, View(facts(policy.Warm())), Metrics())  # type: ignore[arg-type]
-    warming.on_node(node("a", (MAVEN, GB)))
-    warming.on_node(node("b", (MAVEN, GB)))
+    warming = Warming(Executor(Kube(), None), None, View(facts(policy.Warm())), Metrics(), NodeIndex(Metrics()))  # type: ignore[arg-type]
+    warming.nodes.on_node(node("a", (MAVEN, GB)))
+    warming.nodes.on_node(node("b", (MAVEN, GB)))
     found = warming.warmth(inline_run(), facts(policy.Warm()), SOURCES)
     assert found is not None and found.held == {"a": GB, "b": GB}
     assert found.terms()[0]["preference"]["matchExpressions"][0]["values"] == [
         "host-a", "host-b"]  # by the hostname label each node reports
-    warming.on_node(node("a"))  # pruned by the kubelet's image GC
-    warming.on_node(node("b"), deleted=True)
+    warming.nodes.on_node(node("a"))  # pruned by the kubelet's image GC
+    warming.nodes.on_node(node("b"), deleted=True)
     found = warming.warmth(inline_run(), facts(policy.Warm()), SOURCES)
     assert found is not None and found.held == {} and found.images == {MAVEN}
 
 
 def test_a_policy_that_asks_for_nothing_gets_no_preference() -> None:
-    warming = Warming(Executor(Kube(), None), None, View(facts(policy.Warm())), Metrics())  # type: ignore[arg-type]
-    warming.on_node(node("a", (MAVEN, GB)))
+    warming = Warming(Executor(Kube(), None), None, View(facts(policy.Warm())), Metrics(), NodeIndex(Metrics()))  # type: ignore[arg-type]
+    warming.nodes.on_node(node("a", (MAVEN, GB)))
     assert warming.warmth(inline_run(), facts(policy.Warm(images=False)), SOURCES) is None
 
 
@@ -81,8 +82,8 @@ def test_an_anchored_run_is_counted_and_its_pipeline_s_node_remembered() -> None
     kube, metrics = Kube(), Metrics()
     asked = policy.Warm(pipeline_cache=True)
     remembered = {"warmNodes": {"inline:x": {"node": "a", "time": "2026-11-26T10:00:00Z"}}}
-    warming = Warming(Executor(kube, None), None, View(facts(asked, remembered)), metrics)  # type: ignore[arg-type]
-    warming.on_node(node("a", (MAVEN, GB)))
+    warming = Warming(Executor(kube, None), None, View(facts(asked, remembered)), metrics, NodeIndex(metrics))  # type: ignore[arg-type]
+    warming.nodes.on_node(node("a", (MAVEN, GB)))
     run = inline_run()
     found = warming.warmth(run, facts(asked, remembered), SOURCES)
     assert found is not None and found.cache_key.startswith("inline:")

@@ -105,10 +105,18 @@ v1
 variable), then extraEnv. The Deployment's container and `helm test`'s check pod share it. */}}
 {{- define "tcs.env" -}}
 {{- $webhook := eq (include "tcs.admissionMode" .) "webhook" -}}
+{{- /* A name in extraEnv replaces the chart's own: each name once, as server-side apply
+       (Argo CD, kubectl --server-side) requires of a list merged by name. */}}
+{{- $extra := dict }}
+{{- range .Values.extraEnv }}{{- $_ := set $extra .name true }}{{- end }}
+{{- if not (hasKey $extra "POD_NAME") }}
 - name: POD_NAME
   valueFrom: {fieldRef: {fieldPath: metadata.name}}
+{{- end }}
+{{- if not (hasKey $extra "POD_NAMESPACE") }}
 - name: POD_NAMESPACE
   valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
+{{- end }}
 {{- $c := .Values.config }}
 {{- $b := .Values.config.balloon }}
 {{- $env := dict
@@ -168,13 +176,14 @@ variable), then extraEnv. The Deployment's container and `helm test`'s check pod
 {{- $_ := set $env "WEBHOOK_CERT_FILE" "/tls/tls.crt" }}
 {{- $_ := set $env "WEBHOOK_KEY_FILE" "/tls/tls.key" }}
 {{- end }}
+{{- with $b.priorityClassName }}
+{{- $_ := set $env "BALLOON_PRIORITY_CLASS_NAME" . }}
+{{- end }}
 {{- range $key := keys $env | sortAlpha }}
+{{- if not (hasKey $extra (printf "COSCHEDULER_%s" $key)) }}
 - name: COSCHEDULER_{{ $key }}
   value: {{ get $env $key | toString | quote }}
 {{- end }}
-{{- with $b.priorityClassName }}
-- name: COSCHEDULER_BALLOON_PRIORITY_CLASS_NAME
-  value: {{ . | quote }}
 {{- end }}
 {{- with .Values.extraEnv }}
 {{- toYaml . | nindent 0 }}

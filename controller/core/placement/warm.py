@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from controller.core.capacity import peak
@@ -193,6 +193,49 @@ def _terms(weight: int, nodes: Sequence[str], hostnames: Mapping[str, str]
 
 
 Holders = Mapping[str, Mapping[str, int]]  # image -> node -> bytes, as the nodes report them
+
+
+@dataclass(frozen=True)
+class NodeImages:
+    """What warm anchors read of the nodes, as the node watch last showed each: replaced whole
+    (`seen`), never changed in place, so that a reader holds one consistent value unlocked."""
+
+    reported: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # node_images
+    holders: Holders = field(default_factory=dict)  # the same, inverted: image -> node -> bytes
+    hostnames: Mapping[str, str] = field(default_factory=dict)  # node -> its HOSTNAME label
+
+    @property
+    def count(self) -> int:
+        """The images the nodes report, once per node that reports each."""
+        return sum(len(r) for r in self.reported.values())
+
+
+def seen(index: NodeImages, name: str, node: Mapping[str, Any] | None) -> NodeImages:
+    """The index once the node watch shows the node `name` as `node` (None: deleted): `index`
+    itself when neither its images nor its hostname changed (a heartbeat); else only what the
+    node changed is copied, so that a node's event costs its images, not the cluster's."""
+    reported = node_images(node) if node is not None else {}
+    labels = ((node or {}).get("metadata") or {}).get("labels") or {}
+    hostname, hostnames = str(labels.get(HOSTNAME) or ""), index.hostnames
+    if hostname != hostnames.get(name, ""):
+        hostnames = {n: h for n, h in hostnames.items() if n != name}
+        if hostname:
+            hostnames[name] = hostname
+    before = index.reported.get(name, {})
+    if reported == before:
+        return index if hostnames is index.hostnames else replace(index, hostnames=hostnames)
+    holders = dict(index.holders)
+    for image in before.keys() - reported.keys():
+        if left := {n: s for n, s in holders[image].items() if n != name}:
+            holders[image] = left
+        else:
+            del holders[image]
+    for image, size_ in reported.items():  # a node already there keeps its place
+        holders[image] = {**holders.get(image, {}), name: size_}
+    nodes = {n: r for n, r in index.reported.items() if n != name}
+    if reported:
+        nodes[name] = reported
+    return NodeImages(nodes, holders, hostnames)
 
 
 def warmth(images: frozenset[str], holders: Holders, cache_key: str = "",
