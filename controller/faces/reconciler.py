@@ -94,11 +94,8 @@ async def resync_forever(
 ) -> None:
     resync = Resync(operator, streams.submit_run, streams.work.settled)
     while True:
-        if bindings is not None:  # first: a missing binding leaves pods unpinned
-            try:
-                await asyncio.to_thread(bindings.sync, operator.view.facts)
-            except Exception:  # said; the runs' round goes on all the same
-                log.exception("bindings not kept this round")
+        if bindings is not None:  # first on the queue: a missing binding leaves pods unpinned
+            bindings.sync(operator.view.facts)  # only puts its key on the queue
         try:
             await asyncio.to_thread(resync)
         except Exception:
@@ -172,10 +169,12 @@ async def reconcile_while_leading(
         # leader reads them, so a standby keeps no copy).
         operator.caches.start()
         operator.caches.follow_namespaces(view.facts, view.facts)
-    if bindings is not None:
-        bindings.active = True  # from now on every change of the view is acted on
     await asyncio.to_thread(know_nodes, operator, settings.api_timeout)
     streams = Streams(operator, kube, settings.api_timeout, operator.metrics)
+    if bindings is not None:
+        # From now on every change of the view puts the bindings' key on the work queue (which
+        # exists now: none is kept in a watch's thread); the first resync round puts it first.
+        bindings.active = True
     view.subscribe(streams.on_facts)  # before the first resync round's list: nothing between
     streams.start()
     resync = asyncio.create_task(resync_forever(operator, settings.resync_interval, streams,
@@ -269,6 +268,8 @@ async def run(settings: Settings) -> int:
             settings.leader_election_namespace or default_namespace(),
             executor=Executor(kube, operator.notifier, policies),
             held=operator.marks.held,
+            soon=operator.soon,
+            facts=lambda: view.facts,
         )
         view.subscribe(bindings.on_facts)
     view.start()

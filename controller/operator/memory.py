@@ -1,9 +1,11 @@
-"""Every run's memory (core/placement/memory.py), kept here and nowhere else.
+"""Every run's memory (core/placement/memory.py), kept here and nowhere else; and under a key
+of their own (operator/settled.py's), what is remembered of a namespace and of the cluster.
 
 A subject reads a run's memory with `get` and changes it with `update`, which replaces the
 frozen value whole under this module's one lock: a test-and-set (is a worker tending this run?
 is a look at it put for later?) is one step, and the subjects keep no lock of their own. The
-lock is never held across a call to the API server.
+lock is never held across a call to the API server. `number` hands out increasing numbers
+under the same lock: what orders a change against a decision that read before it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ from controller.core.placement.memory import EMPTY, RunMemory
 class Memories:
     def __init__(self) -> None:
         self._runs: dict[str, RunMemory] = {}
+        self._numbers = 0  # the last number handed out
         self._lock = threading.Lock()
+
+    def number(self) -> int:
+        """A number greater than every one handed out before."""
+        with self._lock:
+            self._numbers += 1
+            return self._numbers
 
     def get(self, run_uid: str) -> RunMemory:
         with self._lock:
@@ -45,6 +54,7 @@ class Memories:
         return self.update(run_uid, lambda m: m.reset(*names))
 
     def runs(self, having: Callable[[RunMemory], object]) -> list[str]:
-        """The runs whose memory has it (`having` true of it)."""
+        """The runs whose memory has it (`having` true of it). (A namespace's or the facts'
+        memory sets `changed` alone: no `having` that reads another field gives its key.)"""
         with self._lock:
             return [uid for uid, m in self._runs.items() if having(m)]

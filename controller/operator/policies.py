@@ -4,8 +4,7 @@ chart's MutatingAdmissionPolicy act (below)."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -108,9 +107,16 @@ def report(
 #
 # Called by the leader only: on every change of the cluster view it reads (a namespace's policy,
 # one switched on or off, Tekton's assistant switched on or off) and on every resync, so that a
-# binding deleted or edited by someone else is put back within one resync.
+# binding deleted or edited by someone else is put back within one resync. Each only puts the key
+# KEY on the leader's work queue (Operator.soon), which runs one worker per key: the bindings are
+# kept by one worker at a time, from the view as it is when that worker runs, and a failure is
+# tried again after the queue's backoff. Without a queue (unit tests) they are kept in place.
 
 log = structlog.get_logger(__name__)
+
+KEY = "bindings"  # the work queue's key (no run's uid, namespace or policy key looks so)
+# soon(key, slot, act, seconds): work under a key of the leader's work queue (Operator.soon).
+Soon = Callable[[str, Hashable, Callable[[], None], float], None]
 
 
 class PolicyBindings:
@@ -123,6 +129,8 @@ class PolicyBindings:
         *,
         executor: Executor,
         held: Callable[[], frozenset[str] | None] = lambda: frozenset(),
+        soon: Soon | None = None,
+        facts: Callable[[], Facts] | None = None,
     ) -> None:
         self.settings = settings
         # Reads from `api`; writes through the operator's executor (its Events said once).
@@ -132,8 +140,11 @@ class PolicyBindings:
         self.api = api
         self.metrics = metrics
         self.own_namespace = own_namespace
-        self.active = False  # set once this replica leads
-        self._lock = threading.Lock()
+        self.active = False  # set once this replica leads and its work queue is made
+        # The work queue, and the view its worker reads (both or neither: in place without).
+        self.soon = soon
+        self.facts = facts
+        # Said once until mended; read and written by the one worker of KEY (or in place).
         self._missing_said = False
         self._custom_missing_said = False
 
@@ -146,15 +157,29 @@ class PolicyBindings:
         self.sync(new)
 
     def sync(self, facts: Facts) -> None:
+        """The bindings kept as `facts` say: on the queue, under KEY, where the worker reads
+        the view as it is then (a key already waiting is not put twice); in place without one,
+        a refusal said and counted here, and tried again by the next change or resync."""
         if not (self.active and facts.synced):
             return
-        with self._lock:
+        if self.soon is None or self.facts is None:
             try:
-                self._sync(facts)
+                self._keep(facts)
             except ApiError as exc:
-                self.metrics.binding_problems.inc()
                 log.warning("admission policy bindings not updated", error=api_message(exc),
                             status=exc.status)
+            return
+        view = self.facts
+        self.soon(KEY, KEY, lambda: self._keep(view()), 0.0)
+
+    def _keep(self, facts: Facts) -> None:
+        """A refusal is counted and raised: on the queue, its error policy says it and tries
+        the key again after its backoff (kube/errors.py)."""
+        try:
+            self._sync(facts)
+        except ApiError:
+            self.metrics.binding_problems.inc()
+            raise
 
     def _sync(self, facts: Facts) -> None:
         s = self.settings

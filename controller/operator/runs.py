@@ -73,7 +73,7 @@ class Operator:
         # What the leader remembers of each run between two looks at it (operator/memory.py).
         self.memory = Memories()
         # Live runs whose last decision kept their balloon, until something they read changes.
-        self.settled = Settled(settings.resync_settled_rounds, self.index)
+        self.settled = Settled(settings.resync_settled_rounds, self.index, self.memory)
         # What the node watch last showed of each node (operator/nodeindex.py).
         self.node_index = NodeIndex(metrics)
         self.warming = Warming(self.executor, caches, view, metrics, self.node_index)

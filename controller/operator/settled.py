@@ -23,20 +23,36 @@ was a whole reconcile.
 
 A run stays settled at most `rounds` rounds, the safety net for what no watch said (a watch
 that lost its place and listed again tells no listener what changed meanwhile).
+
+No lock here: what is settled, and when each run, namespace and the cluster's facts last
+changed, is memory (operator/memory.py: the run's under its uid, a namespace's and the
+facts' under keys of their own), each changed in one step under that module's one lock. A
+change is numbered (Memories.number) after the caches show it, and a decision takes a number
+before it reads anything: a keep is in force only while no change to what it read has a
+greater number. The round count is written by `next_round` alone, which only the resync calls,
+one round at a time (faces/reconciler.resync_forever awaits each); the workers only read it.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import Any, NamedTuple
+from typing import Any
 
 from controller.core.basics import names
+from controller.core.placement.memory import Kept, RunMemory
 from controller.kube.caches import Caches
 from controller.kube.clusterview import Facts
 from controller.kube.store import namespace_of, owner_uids
+from controller.operator.memory import Memories
 from controller.operator.podindex import PodIndex
+
+# The memory keys of a namespace's changes and of the cluster's facts' (no run's uid looks so).
+CLUSTER = "cluster/facts"
+
+
+def _namespace(name: str) -> str:
+    return "namespace/" + name
 
 
 def _spec(obj: Mapping[str, Any]) -> object:
@@ -55,85 +71,73 @@ def _run_owners(obj: Mapping[str, Any]) -> list[str]:
             if isinstance(r, Mapping) and r.get("kind") == "PipelineRun" and r.get("uid")]
 
 
-class _Kept(NamedTuple):
-    round: int  # the round it was settled in
-    reads: object  # what its decision read of the run
-    namespace: str
-
-
 class Settled:
-    def __init__(self, rounds: int, index: PodIndex) -> None:
+    def __init__(self, rounds: int, index: PodIndex, memory: Memories) -> None:
         self.rounds = rounds
         self.index = index
-        self.round = 0  # resync rounds begun
-        self._kept: dict[str, _Kept] = {}  # settled run uid -> when, on what, where
-        # A touch that comes while a run is being decided must not be lost by the "keep" that
-        # follows: each touch is numbered, and a decision settles only if none came after the
-        # number it took before its observation (kept two rounds: decisions take less).
-        self._seq = 0
-        self._touched: dict[str, int] = {}  # run uid or namespace ("ns:" prefix) -> its last
-        self._all_touched = 0
-        self._pruned: list[int] = [0, 0]  # the sequence number at the last two rounds' ends
-        self._by_namespace: dict[str, set[str]] = {}  # namespace -> its settled runs
-        self._lock = threading.Lock()
+        self.memory = memory
+        self.round = 0  # resync rounds begun (next_round's alone)
+        # A change to a run is remembered two rounds (decisions take less), then forgotten:
+        # the number handed out at the last two rounds' ends (next_round's alone).
+        self._pruned: list[int] = [0, 0]
 
     # -- what the operator says -----------------------------------------------------------
 
     def begin(self) -> int:
-        """Taken before a decision's observation: what `settle` compares touches with."""
-        with self._lock:
-            return self._seq
+        """Taken before a decision reads anything: what `settle` compares changes with."""
+        return self.memory.number()
 
     def settle(self, uid: str, namespace: str, begun: int, reads: object = None) -> None:
         """The run's decision kept its balloon as it is (on what it read after `begun`, and
-        `reads` of the run: core/placement/reconcile.reads)."""
-        with self._lock:
-            last = max(self._touched.get(uid, 0), self._touched.get("ns:" + namespace, 0),
-                       self._all_touched)
-            if last > begun:
-                return
-            self._kept[uid] = _Kept(self.round, reads, namespace)
-            self._by_namespace.setdefault(namespace, set()).add(uid)
+        `reads` of the run: core/placement/reconcile.reads). A change to the run that came
+        meanwhile leaves it unsettled; one to its namespace or the facts, at any time, too."""
+        kept = Kept(self.round, reads, namespace, begun)
+        if self._in_force(kept):
+            self.memory.update(uid, lambda m: m if m.touched > begun else replace(m, kept=kept))
 
     def forget(self, uid: str) -> None:
         """Any other decision, or the run ended: reconciled by every round while it lives."""
-        with self._lock:
-            self._drop(uid)
+        self.memory.reset(uid, "kept")
 
     def quiet(self, uid: str, reads: object) -> bool:
         """The run is settled and its event changed nothing its decision reads of it."""
-        with self._lock:
-            kept = self._kept.get(uid)
-            return kept is not None and kept.reads == reads
+        kept = self.memory.get(uid).kept
+        return kept is not None and kept.reads == reads and self._in_force(kept)
 
     def skips(self, uid: str) -> bool:
         """Whether this round of the resync leaves the run alone."""
-        with self._lock:
-            kept = self._kept.get(uid)
-            return kept is not None and self.round - kept.round < self.rounds
+        kept = self.memory.get(uid).kept
+        return (kept is not None and self.round - kept.round < self.rounds
+                and self._in_force(kept))
 
     def next_round(self) -> None:
-        with self._lock:
-            self.round += 1
-            oldest = self._pruned.pop(0)
-            self._pruned.append(self._seq)
-            self._touched = {k: n for k, n in self._touched.items() if n > oldest}
+        self.round += 1
+        oldest = self._pruned.pop(0)
+        self._pruned.append(self.memory.number())
+
+        def old(m: RunMemory) -> bool:
+            return 0 < m.touched <= oldest
+
+        for uid in self.memory.runs(old):
+            self.memory.update(uid, lambda m: m.reset("touched") if old(m) else m)
+
+    def _in_force(self, kept: Kept) -> bool:
+        """No change to what every decision of its namespace reads, or every decision, came
+        after its decision began (a change to the run itself takes its keep away: touch)."""
+        last = max(self.memory.get(_namespace(kept.namespace)).changed,
+                   self.memory.get(CLUSTER).changed)
+        return last <= kept.begun
 
     # -- what changed ---------------------------------------------------------------------
 
     def touch(self, uids: Iterable[str]) -> None:
-        with self._lock:
-            self._seq += 1
-            for uid in uids:
-                self._touched[uid] = self._seq
-                self._drop(uid)
+        number = self.memory.number()
+        for uid in uids:
+            self.memory.update(
+                uid, lambda m: replace(m, touched=max(m.touched, number), kept=None))
 
     def touch_namespace(self, namespace: str) -> None:
-        with self._lock:
-            self._seq += 1
-            self._touched["ns:" + namespace] = self._seq
-            for uid in list(self._by_namespace.get(namespace, ())):
-                self._drop(uid)
+        self._changed(_namespace(namespace))
 
     def touch_labelled(self, obj: Mapping[str, Any]) -> None:
         """Our own objects (balloons, their pods, reservation pods) name their run."""
@@ -157,11 +161,11 @@ class Settled:
         # where a pipeline last ran is read only by a run's first decision.
         if replace(old, policy_objects=(), warm_status={}) != replace(new, policy_objects=(),
                                                                       warm_status={}):
-            with self._lock:
-                self._seq += 1
-                self._all_touched = self._seq
-                self._kept.clear()
-                self._by_namespace.clear()
+            self._changed(CLUSTER)
+
+    def _changed(self, key: str) -> None:
+        number = self.memory.number()
+        self.memory.update(key, lambda m: replace(m, changed=max(m.changed, number)))
 
     def listen_to(self, caches: Caches) -> None:
         caches.listen("balloons", self.touch_labelled, reads=_spec)
@@ -186,12 +190,3 @@ class Settled:
 
     def _in_namespace(self, obj: Mapping[str, Any]) -> None:
         self.touch_namespace(namespace_of(obj))
-
-    def _drop(self, uid: str) -> None:
-        kept = self._kept.pop(uid, None)
-        if kept is not None:
-            runs = self._by_namespace.get(kept.namespace)
-            if runs is not None:
-                runs.discard(uid)
-                if not runs:
-                    del self._by_namespace[kept.namespace]

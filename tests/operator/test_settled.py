@@ -16,8 +16,11 @@ from controller.core.placement import balloon, reconcile
 from controller.core.policy import policy
 from controller.faces.streams import Streams
 from controller.kube.client import ApiError
+from controller.operator.memory import Memories
+from controller.operator.podindex import PodIndex
 from controller.operator.resync import Resync
 from controller.operator.runs import Operator
+from controller.operator.settled import Settled
 from controller.settings import Settings
 from tests import factories
 from tests.operator.test_runs import MemoryKube, make
@@ -247,20 +250,39 @@ def test_a_finished_run_leaves_nothing_settled() -> None:
     done = factories.pipelinerun(name="run-0", uid="run-0-uid", succeeded="True")
     operator.reconcile_run(done)
     assert not operator.settled.skips("run-0-uid")
-    assert operator.settled._kept == {}
+    assert operator.memory.runs(lambda m: m.kept) == []
 
 
-def test_a_change_said_while_the_run_is_being_decided_is_not_lost_by_its_keep() -> None:
+def _claim_of_run_0(operator: Operator) -> None:
+    operator.caches.changed("claims", {"metadata": {  # type: ignore[union-attr]
+        "name": "pvc-0", "namespace": "team-a",
+        "ownerReferences": [{"kind": "PipelineRun", "uid": "run-0-uid"}]}})
+
+
+def _quota_of_team_a(operator: Operator) -> None:
+    operator.caches.changed("resourcequotas", {  # type: ignore[union-attr]
+        "metadata": {"name": "q", "namespace": "team-a"}})
+
+
+def _facts(operator: Operator) -> None:
+    view = operator.view
+    view.change(replace(view.facts, defaults=policy.PolicyResolution(  # type: ignore[attr-defined]
+        replace(Settings().default_policy(), topology_key="topology.kubernetes.io/zone"))))
+
+
+@pytest.mark.parametrize("change", [_claim_of_run_0, _quota_of_team_a, _facts],
+                         ids=["run", "namespace", "facts"])
+def test_a_change_said_while_the_run_is_being_decided_is_not_lost_by_its_keep(
+        change: Any) -> None:
     """A watch event that comes after the decision has read the caches, and before its "keep"
-    is recorded, leaves the run for the next round (not for the safety net's)."""
+    is recorded, leaves the run for the next round (not for the safety net's): a change to
+    the run itself, to what every run of its namespace reads, or to the cluster's facts."""
     operator, _, resync = settled_runs(1)
     observe = operator.observer.observe
 
     def observed_then_claim_changes(*args: Any, **kw: Any) -> Any:
         seen = observe(*args, **kw)
-        operator.caches.changed("claims", {"metadata": {  # type: ignore[union-attr]
-            "name": "pvc-0", "namespace": "team-a",
-            "ownerReferences": [{"kind": "PipelineRun", "uid": "run-0-uid"}]}})
+        change(operator)
         return seen
 
     operator.observer.observe = observed_then_claim_changes  # type: ignore[method-assign]
@@ -319,3 +341,21 @@ def test_a_run_whose_mark_could_not_be_made_is_not_settled_its_next_event_tries_
     operator.run_event(body)
     assert reconciled == ["run-0"]
     assert names.LABEL_ANCHORED in kube.runs["run-0"]["metadata"]["labels"]
+
+
+def test_a_change_to_a_run_is_remembered_two_rounds_then_forgotten() -> None:
+    """A claim's or request's event may name a run already gone: what is kept of it goes once
+    two whole rounds have ended since (decisions take less), so the memory grows with the runs acted on, not with
+    the events."""
+    memory = Memories()
+    settled = Settled(ROUNDS, PodIndex(), memory)
+    begun = settled.begin()
+    settled.touch(["gone-uid"])
+    settled.settle("gone-uid", "team-a", begun)  # a decision that read before the change
+    assert memory.runs(lambda m: True) == ["gone-uid"]
+    assert not settled.skips("gone-uid")
+    for _ in range(2):  # the round it came in ends, and two more begin
+        settled.next_round()
+        assert memory.runs(lambda m: True) == ["gone-uid"]
+    settled.next_round()  # the second ends
+    assert memory.runs(lambda m: True) == []

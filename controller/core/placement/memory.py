@@ -50,6 +50,15 @@ class Gated(NamedTuple):
     name: str
 
 
+class Kept(NamedTuple):
+    """A "keep" of the run's balloon that the resync may leave alone (operator/settled.py)."""
+
+    round: int  # the resync round it was settled in
+    reads: object  # what its decision read of the run (core/placement/reconcile.reads)
+    namespace: str
+    begun: int  # the number its decision took before it read anything
+
+
 @dataclass(frozen=True)
 class RunMemory:
     # Resolving (operator/estimates.py): the run's anchor waits for what Tekton resolves.
@@ -80,6 +89,13 @@ class RunMemory:
     unjudged: tuple[BoundPod, ...] = ()
     unexplained: Move | None = None
     misplaced: frozenset[str] = field(default_factory=frozenset)
+    # Settled (operator/settled.py): its "keep" the resync may leave alone, and the number of
+    # the last change to what its decision reads of the run. Under a namespace's key or the
+    # cluster's (operator/settled.py), `changed` alone: the number of the last change to what
+    # every decision there reads.
+    kept: Kept | None = None
+    touched: int = 0
+    changed: int = 0
 
     def reset(self, *names: str) -> RunMemory:
         """The memory with these fields back to what a run nothing is known of has."""
