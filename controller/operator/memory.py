@@ -1,5 +1,6 @@
 """Every run's memory (core/placement/memory.py), kept here and nowhere else; and under a key
 of their own (operator/settled.py's), what is remembered of a namespace and of the cluster.
+The live runs (`LiveRuns`) are those whose memory holds a body.
 
 A subject reads a run's memory with `get` and changes it with `update`, which replaces the
 frozen value whole under this module's one lock: a test-and-set (is a worker tending this run?
@@ -11,10 +12,12 @@ under the same lock: what orders a change against a decision that read before it
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
+from controller.core.model import tekton
 from controller.core.placement.memory import EMPTY, RunMemory
 
 
@@ -56,5 +59,84 @@ class Memories:
     def runs(self, having: Callable[[RunMemory], object]) -> list[str]:
         """The runs whose memory has it (`having` true of it). (A namespace's or the facts'
         memory sets `changed` alone: no `having` that reads another field gives its key.)"""
+        return [uid for uid, _ in self.items(having)]
+
+    def items(self, having: Callable[[RunMemory], object]) -> list[tuple[str, RunMemory]]:
+        """(run uid, memory) of the runs whose memory has it, as they are now."""
         with self._lock:
-            return [uid for uid, m in self._runs.items() if having(m)]
+            return [(uid, m) for uid, m in self._runs.items() if having(m)]
+
+
+def _live(m: RunMemory) -> bool:
+    return m.body is not None
+
+
+class LiveRuns:
+    """The live runs: runs of enabled namespaces that are not finished, by uid, as their last
+    event showed them (RunMemory.body), and when each was last reconciled to its end
+    (RunMemory.reconciled). What the resync goes over (finished runs, and other namespaces',
+    cost nothing), and what the parts that weigh other runs read (a namespace's demand, the
+    namespaces this installation anchored in). Workers, the resync and watch threads use it at
+    once: each call is one step of the memories."""
+
+    def __init__(self, memory: Memories) -> None:
+        self.memory = memory
+
+    def __contains__(self, uid: object) -> bool:
+        return isinstance(uid, str) and _live(self.memory.get(uid))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.memory.runs(_live))
+
+    def __len__(self) -> int:
+        return len(self.memory.runs(_live))
+
+    def get(self, uid: str) -> Mapping[str, Any] | None:
+        return self.memory.get(uid).body
+
+    def claims_tekton_makes(self, uid: str) -> frozenset[str]:
+        """The claims Tekton makes for the live run (a balloon waiting for one waits for it)."""
+        body = self.get(uid)
+        return tekton.PipelineRun.from_body(body).claims_tekton_makes() if body else frozenset()
+
+    def runs(self) -> list[tekton.PipelineRun]:
+        return [tekton.PipelineRun.from_body(m.body) for _, m in self.memory.items(_live)
+                if m.body is not None]
+
+    def by_uid(self) -> dict[str, tekton.PipelineRun]:
+        return {run.uid: run for run in self.runs()}
+
+    def holds(self, uid: str, body: Mapping[str, Any]) -> bool:
+        """Whether this very body is the one held for the run (no newer event replaced it, and
+        the run has not ended)."""
+        return self.get(uid) is body
+
+    def keep(self, uid: str, body: Mapping[str, Any]) -> None:
+        self.memory.set(uid, body=body)
+
+    def refresh(self, uid: str, body: Mapping[str, Any]) -> bool:
+        """The newer body kept for a run already live; False (nothing kept) for one that is
+        not."""
+        return _live(self.memory.update(
+            uid, lambda m: replace(m, body=body) if _live(m) else m))
+
+    def drop(self, uid: str, only: Mapping[str, Any] | None = None) -> None:
+        """The run is no longer live (`only`: if this body is still the one held)."""
+        self.memory.update(uid, lambda m: m.reset("body", "reconciled")
+                           if only is None or m.body is only else m)
+
+    def reconciled(self, uid: str) -> bool:
+        """A reconcile of the run ran to its end now; False for a run not live (not noted)."""
+        now = time.monotonic()
+        return _live(self.memory.update(
+            uid, lambda m: replace(m, reconciled=now) if _live(m) else m))
+
+    def not_reconciled_since(self, since: float, skips: Callable[[str], bool]
+                             ) -> tuple[list[Mapping[str, Any]], int]:
+        """The bodies of live runs not reconciled since `since` that `skips` does not leave
+        alone, and how many live runs were left alone."""
+        live = self.memory.items(_live)
+        bodies = [m.body for uid, m in live if m.body is not None
+                  and (m.reconciled if m.reconciled is not None else float("-inf")) < since
+                  and not skips(uid)]
+        return bodies, len(live) - len(bodies)

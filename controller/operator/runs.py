@@ -30,9 +30,8 @@ from controller.operator.estimates import Estimates, Resolving
 from controller.operator.executor import Executor, Notifier
 from controller.operator.gates import Gates
 from controller.operator.headroom import Headroom
-from controller.operator.live import LiveRuns
 from controller.operator.marking import Marks
-from controller.operator.memory import Memories
+from controller.operator.memory import LiveRuns, Memories
 from controller.operator.nodeindex import NodeIndex
 from controller.operator.observe import Observer
 from controller.operator.placement import Placement
@@ -61,7 +60,6 @@ class Operator:
         self.view = view
         self.metrics = metrics
         self.caches = caches
-        self.live = LiveRuns()
         # Puts a run on the leader's work queue (faces/streams.py sets it): see nudge.
         self.submit: Callable[[str, Mapping[str, Any], bool], None] | None = None
         # Puts any work of a run on that queue, under the run's key (faces/streams.py): see soon.
@@ -72,6 +70,8 @@ class Operator:
         self.index = PodIndex()
         # What the leader remembers of each run between two looks at it (operator/memory.py).
         self.memory = Memories()
+        # The live runs: those whose memory holds their body.
+        self.live = LiveRuns(self.memory)
         # Live runs whose last decision kept their balloon, until something they read changes.
         self.settled = Settled(settings.resync_settled_rounds, self.index, self.memory)
         # What the node watch last showed of each node (operator/nodeindex.py).

@@ -9,6 +9,7 @@ with the runs there are.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, NamedTuple
 
@@ -61,6 +62,10 @@ class Kept(NamedTuple):
 
 @dataclass(frozen=True)
 class RunMemory:
+    # LiveRuns (operator/memory.py): the run's newest body while it is live (None: it is not),
+    # and when a reconcile of it last ran to its end (time.monotonic()).
+    body: Mapping[str, Any] | None = None
+    reconciled: float | None = None
     # Resolving (operator/estimates.py): the run's anchor waits for what Tekton resolves.
     resolving: bool = False
     # Marks (operator/marking.py): marked by this process, before the watch shows the mark.
