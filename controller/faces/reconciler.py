@@ -221,7 +221,7 @@ async def reconcile_while_leading(
 
 def release_gates(operator: Operator, kube: Kube) -> None:
     """Leading ends: the scheduling gates this replica put on pods go, even once the Lease is
-    no longer ours (operator/gates.py: why that write is safe from any replica)."""
+    no longer ours (operator/marking.py: why that write is safe from any replica)."""
     if kube.leadership is None:
         operator.gates.release_all()
         return

@@ -11,7 +11,7 @@ The Lease's own writes are not fenced: they are how leadership is won back, and 
 Lease's resourceVersion, so a stale one fails by itself.
 
 What may still write without the token is named where it is done (`unfenced`): handing the
-scheduling gates back when leadership ends (operator/gates.py says why that is safe).
+scheduling gates back when leadership ends (operator/marking.py says why that is safe).
 """
 
 from __future__ import annotations

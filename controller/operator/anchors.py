@@ -1,6 +1,6 @@
 """Anchors on nodes that go away: moved when they may, kept and explained when they may not.
 
-Fed by the node watch, through the node index (operator/nodeindex.py, which keeps the nodes
+Fed by the node watch, through the node index (operator/nodes.py, which keeps the nodes
 and which this reads): a node event concerns the runs anchored there (PodIndex). For each,
 core/capacity/nodes.py says whether the node can still keep the anchor and core/placement/anchor.py
 whether the anchor moves. Moving is deleting the balloon pod (no grace on a node that will not
@@ -28,7 +28,7 @@ from controller.kube.client import ApiError, Kube, api_message
 from controller.metrics import Metrics
 from controller.operator.executor import Executor, pipelinerun_ref
 from controller.operator.memory import Memories
-from controller.operator.nodeindex import NodeIndex
+from controller.operator.nodes import NodeIndex
 from controller.operator.placement import Placement
 from controller.operator.podindex import PodIndex
 

@@ -21,8 +21,8 @@ from controller.kube.client import Kube
 from controller.kube.clusterview import Facts
 from controller.operator import sources
 from controller.operator.capacity import Capacity
+from controller.operator.nodes import Warming
 from controller.operator.podindex import PodIndex
-from controller.operator.warming import Warming
 
 
 class Observer:

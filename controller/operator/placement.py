@@ -27,8 +27,8 @@ from controller.kube.client import Kube
 from controller.metrics import Metrics
 from controller.operator.executor import Executor, pipelinerun_ref
 from controller.operator.memory import Memories
+from controller.operator.nodes import Warming
 from controller.operator.podindex import PodIndex
-from controller.operator.warming import Warming
 
 # The DisruptionTarget condition's reasons (k8s.io/api/core/v1): how a balloon pod went.
 GONE_BECAUSE = {

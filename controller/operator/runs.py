@@ -28,11 +28,10 @@ from controller.operator.capacity import Capacity
 from controller.operator.cluster import Assistant
 from controller.operator.estimates import Estimates, Resolving
 from controller.operator.executor import Executor, Notifier
-from controller.operator.gates import Gates
 from controller.operator.headroom import Headroom
-from controller.operator.marking import Marks
+from controller.operator.marking import Gates, Marks
 from controller.operator.memory import LiveRuns, Memories
-from controller.operator.nodeindex import NodeIndex
+from controller.operator.nodes import NodeIndex, Warming
 from controller.operator.observe import Observer
 from controller.operator.placement import Placement
 from controller.operator.podindex import PodIndex
@@ -40,7 +39,6 @@ from controller.operator.policies import Policies
 from controller.operator.settled import Settled
 from controller.operator.sources import Sources
 from controller.operator.waiting import Unplaced, WaitingPods
-from controller.operator.warming import Warming
 from controller.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -74,7 +72,7 @@ class Operator:
         self.live = LiveRuns(self.memory)
         # Live runs whose last decision kept their balloon, until something they read changes.
         self.settled = Settled(settings.resync_settled_rounds, self.index, self.memory)
-        # What the node watch last showed of each node (operator/nodeindex.py).
+        # What the node watch last showed of each node (operator/nodes.py).
         self.node_index = NodeIndex(metrics)
         self.warming = Warming(self.executor, caches, view, metrics, self.node_index)
         self.placement = Placement(kube, metrics, self.executor, self.index, self.memory,

@@ -11,7 +11,7 @@ from controller.metrics import Metrics
 from controller.operator.anchors import RECHECK, AnchorGuard
 from controller.operator.executor import Executor
 from controller.operator.memory import Memories
-from controller.operator.nodeindex import NodeIndex
+from controller.operator.nodes import NodeIndex
 from controller.operator.podindex import PodIndex
 from tests import factories
 from tests.operator.test_placement import balloon_pod, task_pod

@@ -10,7 +10,7 @@ from kubernetes.client.exceptions import ApiException
 from controller.core.placement import gate
 from controller.metrics import Metrics
 from controller.operator.executor import Executor
-from controller.operator.gates import Gates
+from controller.operator.marking import Gates
 from controller.operator.memory import Memories
 from controller.operator.podindex import PodIndex
 from tests import factories

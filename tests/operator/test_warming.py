@@ -12,9 +12,8 @@ from controller.core.policy import policy
 from controller.kube.clusterview import Facts
 from controller.metrics import Metrics
 from controller.operator.executor import Executor
-from controller.operator.nodeindex import NodeIndex
+from controller.operator.nodes import NodeIndex, Warming
 from controller.operator.sources import Sources
-from controller.operator.warming import Warming
 from controller.settings import Settings
 from tests import factories
 

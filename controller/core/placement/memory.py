@@ -70,7 +70,7 @@ class RunMemory:
     resolving: bool = False
     # Marks (operator/marking.py): marked by this process, before the watch shows the mark.
     marked: bool = False
-    # Gates (operator/gates.py): its gated pods, in the order they were seen gated.
+    # Gates (operator/marking.py): its gated pods, in the order they were seen gated.
     gated: tuple[Gated, ...] = ()
     # Estimates (operator/estimates.py): its peak, once complete.
     estimate: Estimate | None = None
