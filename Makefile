@@ -78,7 +78,7 @@ release: venv
 test: venv
 	bash e2e/build.sh --background
 	$(MAKE) lint unit package || { bash e2e/build.sh --stop; exit 1; }
-	$(E2E_PYTEST) -rs -p e2e.harness.skips --skips-allowed $(SKIPS_ALLOWED) \
+	$(E2E_PYTEST) -rs --skips-allowed $(SKIPS_ALLOWED) \
 		|| { bash e2e/build.sh --stop; exit 1; }
 	bash e2e/build.sh --wait
 

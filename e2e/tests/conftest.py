@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 import pytest
 
 from controller.core.basics import names
-from e2e.harness import faults, release
+from e2e.harness import faults, release, skips
 from e2e.harness import real as real_
 from e2e.harness.cluster import (
     Backend,
@@ -43,6 +43,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=os.environ.get("E2E_BACKEND", Backend.LOCAL.value),
         help="what runs the e2e cluster: local processes (default), current kubeconfig, kind",
     )
+    skips.add_option(parser)  # --skips-allowed (e2e/harness/skips.py)
 
 
 @pytest.fixture(scope="session")
@@ -137,6 +138,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
     if waited >= 1:
         terminalreporter.write_line(
             f"scenarios waited {waited:.0f} s in all for parts e2e/build.sh was still building")
+    skips.report(terminalreporter, config)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    skips.finish(session, exitstatus)
 
 
 @pytest.fixture(scope="session")
