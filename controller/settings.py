@@ -110,7 +110,7 @@ class Settings(BaseSettings):
 
     resync_interval: float = Field(default=30.0, gt=0)
     # A run whose balloon stays as it is, and whose inputs no watch says changed, is reconciled
-    # by one round in this many (operator/settled.py): the safety net for what no watch said.
+    # by one round in this many (operator/observe.py): the safety net for what no watch said.
     resync_settled_rounds: int = Field(default=5, ge=1, le=1000)
     # A balloon without a bound pod for this long is reported on its PipelineRun.
     balloon_stuck_after: float = Field(default=20.0, gt=0)

@@ -23,6 +23,7 @@ import structlog
 
 from controller.core.basics import names
 from controller.faces import kopf_handlers, probes, supervise
+from controller.faces.resync import Resync
 from controller.faces.streams import Streams
 from controller.kube.admission_policies import AdmissionPolicies
 from controller.kube.caches import Caches
@@ -33,10 +34,8 @@ from controller.kube.fencing import Leadership
 from controller.kube.inspection import Inspection
 from controller.kube.leadership import LeaderElector, default_namespace, identity
 from controller.metrics import Metrics
-from controller.operator.cluster import Versions
-from controller.operator.executor import Executor
+from controller.operator.executor import Executor, Versions
 from controller.operator.policies import PolicyBindings
-from controller.operator.resync import Resync
 from controller.operator.runs import Operator
 from controller.settings import Settings
 

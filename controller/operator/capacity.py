@@ -25,13 +25,12 @@ from controller.kube import errors
 from controller.kube.caches import Caches
 from controller.kube.client import api_message
 from controller.kube.clusterview import Facts
+from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
-from controller.operator import sources
-from controller.operator.estimates import Estimates
+from controller.operator.estimates import Estimates, Sources, age, read_sources, rooms_of
 from controller.operator.executor import Executor, pipelinerun_ref
 from controller.operator.headroom import Headroom
 from controller.operator.memory import Memories
-from controller.operator.podindex import PodIndex
 from controller.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -76,11 +75,11 @@ class Capacity:
         return not (failed and (datetime.now(UTC) - failed).total_seconds() < 300)
 
     def waits_for_resolution(self, run: tekton.PipelineRun, facts: Facts,
-                             src: sources.Sources) -> str | None:
+                             src: Sources) -> str | None:
         """What Tekton still resolves of the run, for which its anchor waits (estimates.py)."""
         return self.estimates.resolving.pending(run, src) if self._on(run, facts) else None
 
-    def wants_room(self, run: tekton.PipelineRun, facts: Facts, src: sources.Sources
+    def wants_room(self, run: tekton.PipelineRun, facts: Facts, src: Sources
                    ) -> tuple[bool, tuple[Notice, ...]]:
         """The balloon should follow a reservation pod: on, and the peak asks for more than
         pod slots. With what the estimate and the headroom found worth saying on the run."""
@@ -102,7 +101,7 @@ class Capacity:
     # -- the reservation ----------------------------------------------------------------------
 
     def tend(self, body: Mapping[str, Any], facts: Facts, existing: Mapping[str, Any] | None,
-             plan: Mapping[str, Any] | None = None, src: sources.Sources | None = None) -> bool:
+             plan: Mapping[str, Any] | None = None, src: Sources | None = None) -> bool:
         """Puts the run's reservation pod where core/capacity/reservation.py says (`existing`: its
         balloon; `plan`: the balloon as planned, before it exists). One run is tended by one
         thread at a time, and not again within a moment of acting, before the watch has shown
@@ -133,8 +132,8 @@ class Capacity:
                                            reservation.requires_room(template, run_uid))
 
     def _tend(self, run: tekton.PipelineRun, facts: Facts, base: Mapping[str, Any] | None,
-              src: sources.Sources | None) -> bool:
-        src = src or sources.read(self.caches, self.index, run)
+              src: Sources | None) -> bool:
+        src = src or read_sources(self.caches, self.index, run)
         found, unestimated = self.estimates.estimate(run, facts, src)
         ref = pipelinerun_ref(run.name, run.namespace, run.uid)
         if unestimated is not None:
@@ -144,7 +143,7 @@ class Capacity:
         now = datetime.now(UTC)
         # Read again, not from `src`: a caller's sources may predate the last act (a second
         # scout would be made for a first the watch already shows).
-        rooms = sources.rooms(self.index, run.uid, now)
+        rooms = rooms_of(self.index, run.uid, now)
         for extra in rooms[1:]:  # a replaced scout still ending: only the newest counts
             self._delete(extra, "an older reservation")
         pods = self.index.run_pods(run.uid)  # read once: the progress and the layers both
@@ -172,7 +171,7 @@ class Capacity:
             balloon_node=(pod.node or None) if pod else None,
             balloon_waiting=(now - waiting.since).total_seconds() if waiting else 0.0,
             pods_pending=pending,
-            room=reservation.room_of(rooms[0], sources.age(rooms[0], now)) if rooms else None,
+            room=reservation.room_of(rooms[0], age(rooms[0], now)) if rooms else None,
             wait_seconds=capacity.wait_seconds,
             say_after=self.settings.balloon_stuck_after,
             between_layers=between,

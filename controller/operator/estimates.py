@@ -7,8 +7,8 @@ from what Tekton resolved for it, and its anchor waits while Tekton resolves (be
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,11 +20,8 @@ from controller.core.capacity.peak import Reader
 from controller.core.model import podrequests, resolution, tekton
 from controller.kube.caches import Caches
 from controller.kube.clusterview import Facts
-from controller.operator import sources
+from controller.kube.podindex import PodIndex
 from controller.operator.memory import Memories
-from controller.operator.podindex import PodIndex
-from controller.operator.sources import RESOLUTION_REQUESTS as KIND
-from controller.operator.sources import Sources
 
 
 class Estimates:
@@ -35,7 +32,7 @@ class Estimates:
         self.resolving = resolving
         self.memory = memory  # RunMemory.estimate: the run's peak, once complete
 
-    def estimate(self, run: tekton.PipelineRun, facts: Facts, src: sources.Sources
+    def estimate(self, run: tekton.PipelineRun, facts: Facts, src: Sources
                  ) -> tuple[peak.Estimate | None, Notice | None]:
         """The run's peak, once its pipeline is known (inline, resolved by Tekton into its
         status, or a Pipeline of its namespace by name); kept for the run's life. And what to
@@ -122,7 +119,7 @@ class Resolving:
         self.reconcile = reconcile
         self.memory = memory  # RunMemory.resolving: the run's anchor waits
         if caches is not None:
-            caches.listen(KIND, self.on_request)
+            caches.listen(RESOLUTION_REQUESTS, self.on_request)
 
     @staticmethod
     def reader(src: Sources, local: Reader) -> Reader:
@@ -178,3 +175,61 @@ class Resolving:
 
     def forget(self, run_uid: str) -> None:
         self.memory.reset(run_uid, "resolving")
+
+
+# -- what a run's peak and resolution are read from ------------------------------------------------
+# What a run's capacity and resolution are computed from, read once per event from the leader's
+# caches and the pod index: its named Pipeline, its ResolutionRequests, its reservation pods.
+#
+# Capacity and resolution used to read these on their own, each when it was asked (a run's
+# event read its Pipeline three times and its requests twice); now the observation reads them
+# once (operator/observe.py) and hands them to both, and a reservation's tending does the same.
+
+RESOLUTION_REQUESTS = "resolutionrequests"
+
+
+@dataclass(frozen=True)
+class Sources:
+    # The spec of the Pipeline the run names in its namespace (None: inline, a resolver's, or
+    # not known).
+    pipeline: Mapping[str, Any] | None
+    # The run's ResolutionRequests (None: their cache is not synced yet).
+    requests: Sequence[resolution.Request] | None
+    rooms: Sequence[Mapping[str, Any]]  # its reservation pods, the newest first
+    tasks_synced: bool  # Tasks are known: an estimate from them is complete
+
+    @property
+    def room_node(self) -> str | None:
+        """Where the run's newest reservation pod is bound, if it is."""
+        node = (self.rooms[0].get("spec") or {}).get("nodeName") if self.rooms else None
+        return str(node) if node else None
+
+
+def age(obj: Mapping[str, Any], now: datetime) -> float:
+    made = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
+    return (now - made).total_seconds() if made else 0.0
+
+
+def named_pipeline(caches: Caches | None, run: tekton.PipelineRun) -> Mapping[str, Any] | None:
+    ref = run.spec.get("pipelineRef")
+    if caches is None or not isinstance(ref, Mapping) or ref.get("resolver") or not ref.get(
+            "name"):
+        return None
+    spec = (caches.get("pipelines", run.namespace, str(ref["name"])) or {}).get("spec")
+    return spec if isinstance(spec, Mapping) else None
+
+
+def rooms_of(index: PodIndex, run_uid: str, now: datetime) -> list[Mapping[str, Any]]:
+    """The run's reservation pods as the pod watch shows them, the newest first."""
+    return sorted(index.rooms(run_uid), key=lambda p: age(p, now))
+
+
+def read_sources(caches: Caches | None, index: PodIndex, run: tekton.PipelineRun) -> Sources:
+    now = datetime.now(UTC)
+    listed = caches.owned_by(RESOLUTION_REQUESTS, run.uid) if caches is not None else None
+    return Sources(
+        pipeline=None if run.pipeline_spec else named_pipeline(caches, run),
+        requests=None if listed is None else resolution.owned_by(listed, run.uid),
+        rooms=rooms_of(index, run.uid, now),
+        tasks_synced=caches is not None and caches.is_synced("tasks"),
+    )

@@ -8,19 +8,29 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
+import structlog
+
 from controller.core.basics import quantity
+from controller.core.basics.actions import WritePolicyStatus
 from controller.core.basics.notices import Notice
 from controller.core.basics.quantity import Amounts
 from controller.core.capacity import nodefit, peak, quota
 from controller.core.model import tekton
+from controller.core.model.tekton import PipelineRun
+from controller.core.placement import warm, warmcache
 from controller.core.placement.memory import Fitted
 from controller.kube.caches import Caches
-from controller.kube.client import ApiError, Kube
-from controller.kube.clusterview import Facts
+from controller.kube.client import ApiError, Kube, api_message
+from controller.kube.clusterview import ClusterView, Facts
+from controller.kube.nodeindex import NodeIndex
+from controller.kube.podindex import PodIndex
+from controller.metrics import Metrics
+from controller.operator.estimates import Sources, task_reader
+from controller.operator.executor import Executor
 from controller.operator.memory import Memories
-from controller.operator.podindex import PodIndex
 from controller.settings import Settings
 
 # The namespace's demand is summed over its live runs at most this often (a burst of runs
@@ -155,3 +165,66 @@ class Headroom:
                 by_run[other.uid] = self.need(other.uid, found)
         self._demand[namespace] = (now, by_run)
         return by_run
+
+
+# -- warm anchors ----------------------------------------------------------------------------------
+# Warm anchors, the adapter: the run's images from the specs the leader's caches hold (read as
+# capacity reads them), which nodes hold them (the node index, kube/nodeindex.py), and the
+# pipeline's last node from its namespace's policy status, for core/placement/warm.py; once the
+# run is anchored, its node is remembered there for the pipeline's next run
+# (core/placement/warmcache.py), and counted.
+
+log = structlog.get_logger(__name__)
+
+class Warming:
+    def __init__(self, executor: Executor, caches: Caches | None, view: ClusterView,
+                 metrics: Metrics, nodes: NodeIndex) -> None:
+        self.executor = executor
+        self.caches = caches
+        self.view = view
+        self.metrics = metrics
+        self.nodes = nodes  # the images each node holds, and hostnames
+
+    def warmth(self, run: PipelineRun, facts: Facts, src: Sources) -> warm.Warmth | None:
+        """Where the run starts fastest, as far as its namespace's policy asks (None: it asks
+        for nothing, or nothing is known)."""
+        asked = facts.policy_for(run.namespace).policy.warm
+        key = warmcache.pipeline_key(run, asked.pipeline_key) if asked.pipeline_cache else ""
+        spec = run.substituted_pipeline_spec or run.pipeline_spec or src.pipeline
+        images = (warm.run_images(spec, task_reader(self.caches, run.namespace, src))
+                  if asked.images and spec else frozenset())
+        if not images and not key:
+            return None
+        last = warmcache.remembered(facts.warm_status.get(run.namespace)).get(key, "")
+        held = self.nodes.images()
+        return warm.warmth(images, held.holders, key, last, held.hostnames)
+
+    def anchored(self, namespace: str, run: str, annotations: Mapping[str, Any],
+                 node: str) -> str:
+        """The run's anchor was bound to `node` for the first time: counted, its pipeline's
+        node remembered; what is warm there, for the Anchored Event."""
+        note = warm.noted(annotations.get(warm.ANNOTATION))
+        held = note.held(self.nodes.images().reported.get(node, {}), node)
+        if note.total:
+            self.metrics.warm_image_bytes.labels(on_anchor="held").inc(held)
+            self.metrics.warm_image_bytes.labels(on_anchor="to_pull").inc(note.total - held)
+        if note.cache_key:
+            outcome = ("first" if not note.cache_node
+                       else "hit" if note.cache_node == node else "miss")
+            self.metrics.warm_cache_runs.labels(outcome=outcome).inc()
+            self._remember(namespace, note.cache_key, node, run)
+        return warm.said(note, node, held)
+
+    def _remember(self, namespace: str, key: str, node: str, run: str) -> None:
+        facts = self.view.facts
+        _, _, name = facts.policy_for(namespace).policy.source.partition("/")
+        if not name:  # the policy that asked was deleted since
+            return
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        done = self.executor.do(WritePolicyStatus(namespace, name, warmcache.remember(
+            facts.warm_status.get(namespace), key, node, run, now)))
+        if (exc := done.api_error) is not None:
+            log.warning("pipeline's warm node not remembered", namespace=namespace,
+                        policy=name, error=api_message(exc))
+        else:
+            done.get()

@@ -35,10 +35,10 @@ from controller.core.placement.memory import Gated
 from controller.kube import errors
 from controller.kube.client import ApiError, Kube, api_message
 from controller.kube.clusterview import Facts
+from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
 from controller.operator.executor import Executor
 from controller.operator.memory import Memories
-from controller.operator.podindex import PodIndex
 
 log = structlog.get_logger(__name__)
 

@@ -1,5 +1,5 @@
 """Every run's memory (core/placement/memory.py), kept here and nowhere else; and under a key
-of their own (operator/settled.py's), what is remembered of a namespace and of the cluster.
+of their own (operator/observe.py's), what is remembered of a namespace and of the cluster.
 The live runs (`LiveRuns`) are those whose memory holds a body.
 
 A subject reads a run's memory with `get` and changes it with `update`, which replaces the

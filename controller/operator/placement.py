@@ -24,11 +24,11 @@ from controller.core.model.pods import HOSTNAME, scheduled_condition
 from controller.core.placement import anchor, balloon
 from controller.core.placement.memory import BoundPod, Move, RunMemory
 from controller.kube.client import Kube
+from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
 from controller.operator.executor import Executor, pipelinerun_ref
+from controller.operator.headroom import Warming
 from controller.operator.memory import Memories
-from controller.operator.nodes import Warming
-from controller.operator.podindex import PodIndex
 
 # The DisruptionTarget condition's reasons (k8s.io/api/core/v1): how a balloon pod went.
 GONE_BECAUSE = {

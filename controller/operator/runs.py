@@ -21,24 +21,20 @@ from controller.core.placement.runplan import Ask
 from controller.kube.caches import Caches
 from controller.kube.client import Kube
 from controller.kube.clusterview import ClusterView
+from controller.kube.nodeindex import NodeIndex
+from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
-from controller.operator.anchors import AnchorGuard
+from controller.operator.anchors import AnchorGuard, Unplaced, WaitingPods
 from controller.operator.balloons import Balloons, Budgets
 from controller.operator.capacity import Capacity
-from controller.operator.cluster import Assistant
-from controller.operator.estimates import Estimates, Resolving
-from controller.operator.executor import Executor, Notifier
-from controller.operator.headroom import Headroom
+from controller.operator.estimates import Estimates, Resolving, Sources
+from controller.operator.executor import Assistant, Executor, Notifier
+from controller.operator.headroom import Headroom, Warming
 from controller.operator.marking import Gates, Marks
 from controller.operator.memory import LiveRuns, Memories
-from controller.operator.nodes import NodeIndex, Warming
-from controller.operator.observe import Observer
+from controller.operator.observe import Observer, Settled
 from controller.operator.placement import Placement
-from controller.operator.podindex import PodIndex
 from controller.operator.policies import Policies
-from controller.operator.settled import Settled
-from controller.operator.sources import Sources
-from controller.operator.waiting import Unplaced, WaitingPods
 from controller.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -72,7 +68,7 @@ class Operator:
         self.live = LiveRuns(self.memory)
         # Live runs whose last decision kept their balloon, until something they read changes.
         self.settled = Settled(settings.resync_settled_rounds, self.index, self.memory)
-        # What the node watch last showed of each node (operator/nodes.py).
+        # What the node watch last showed of each node (kube/nodeindex.py).
         self.node_index = NodeIndex(metrics)
         self.warming = Warming(self.executor, caches, view, metrics, self.node_index)
         self.placement = Placement(kube, metrics, self.executor, self.index, self.memory,
@@ -207,7 +203,7 @@ class Operator:
 
     def run_event(self, body: Mapping[str, Any]) -> None:
         """A watch event of a run: reconciled, unless the run is settled and the event changed
-        nothing its decision reads (operator/settled.py); then only its body is kept."""
+        nothing its decision reads (operator/observe.py); then only its body is kept."""
         run = tekton.PipelineRun.from_body(body)
         if self.settled.quiet(run.uid, reconcile.reads(run)) and self.live.refresh(run.uid, body):
             return

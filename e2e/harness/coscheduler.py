@@ -134,7 +134,7 @@ class Coscheduler:
                 "COSCHEDULER_LOG_LEVEL": "DEBUG",
                 "COSCHEDULER_RESYNC_INTERVAL": "5",
                 # No safety net for settled runs: what the resync repairs in these tests, a
-                # watch's event must have asked for (operator/settled.py).
+                # watch's event must have asked for (operator/observe.py).
                 "COSCHEDULER_RESYNC_SETTLED_ROUNDS": "1000",
                 "COSCHEDULER_BALLOON_STUCK_AFTER": "5",
                 # A killed leader is replaced within seconds, not the production 15.

@@ -7,12 +7,12 @@ from typing import Any
 
 from controller.core.placement import balloon
 from controller.kube.client import ApiError
+from controller.kube.nodeindex import NodeIndex
+from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
 from controller.operator.anchors import RECHECK, AnchorGuard
 from controller.operator.executor import Executor
 from controller.operator.memory import Memories
-from controller.operator.nodes import NodeIndex
-from controller.operator.podindex import PodIndex
 from tests import factories
 from tests.operator.test_placement import balloon_pod, task_pod
 

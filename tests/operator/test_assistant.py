@@ -7,8 +7,7 @@ from typing import Any
 
 from controller.kube.clusterview import Facts
 from controller.metrics import Metrics
-from controller.operator.cluster import Assistant
-from controller.operator.executor import Executor, Notifier
+from controller.operator.executor import Assistant, Executor, Notifier
 from controller.settings import Settings
 
 

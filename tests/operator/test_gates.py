@@ -8,11 +8,11 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from controller.core.placement import gate
+from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
 from controller.operator.executor import Executor
 from controller.operator.marking import Gates
 from controller.operator.memory import Memories
-from controller.operator.podindex import PodIndex
 from tests import factories
 from tests.operator.test_placement import balloon_pod, task_pod
 from tests.readings import said

@@ -1,4 +1,4 @@
-"""The node index (operator/nodes.py): one place for what the node watch last showed of each
+"""The node index (kube/nodeindex.py): one place for what the node watch last showed of each
 node, read by anchors, headroom and warm anchors; its image index derived by
 core/placement/warm.seen."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from controller.kube.nodeindex import NodeIndex
 from controller.metrics import Metrics
-from controller.operator.nodes import NodeIndex
 
 MAVEN = "docker.io/library/maven:3"
 GO = "docker.io/library/golang:1.23"

@@ -6,11 +6,11 @@ from typing import Any
 
 from controller.core.basics import names
 from controller.core.placement import balloon
+from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
 from controller.operator.executor import Executor
 from controller.operator.memory import Memories
 from controller.operator.placement import Placement
-from controller.operator.podindex import PodIndex
 from tests import factories
 
 RUN = factories.RUN_UID

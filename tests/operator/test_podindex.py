@@ -7,7 +7,7 @@ from typing import Any
 
 from controller.core.basics import names
 from controller.core.placement import balloon
-from controller.operator.podindex import PodIndex
+from controller.kube.podindex import PodIndex
 from tests import factories
 
 

@@ -14,13 +14,13 @@ import pytest
 from controller.core.basics import names
 from controller.core.placement import balloon, budget
 from controller.core.policy import policy
+from controller.faces.resync import Resync
 from controller.kube import errors
 from controller.kube.caches import hears
 from controller.kube.client import ApiError
 from controller.kube.clusterview import Facts
 from controller.kube.store import owner_uids
 from controller.metrics import Metrics
-from controller.operator.resync import Resync
 from controller.operator.runs import Operator
 from controller.settings import Settings
 from tests import factories

@@ -1,5 +1,5 @@
 """Which live runs a resync round reconciles: not those whose balloon stays as it is while
-nothing they read changes (operator/settled.py), and each of those at least one round in N.
+nothing they read changes (operator/observe.py), and each of those at least one round in N.
 The work is counted (runs reconciled), not timed."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from controller.core.basics import names
 from controller.core.model import tekton
 from controller.core.placement import balloon, reconcile
 from controller.core.policy import policy
+from controller.faces.resync import Resync
 from controller.faces.streams import Streams
 from controller.kube.client import ApiError
+from controller.kube.podindex import PodIndex
 from controller.operator.memory import Memories
-from controller.operator.podindex import PodIndex
-from controller.operator.resync import Resync
+from controller.operator.observe import Settled
 from controller.operator.runs import Operator
-from controller.operator.settled import Settled
 from controller.settings import Settings
 from tests import factories
 from tests.operator.test_runs import MemoryKube, make

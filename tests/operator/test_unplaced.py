@@ -1,5 +1,5 @@
 """Balloons whose StatefulSet made no pod: said with the controller's words, at a cost that does
-not grow with how many wait (operator/waiting.py)."""
+not grow with how many wait (operator/anchors.py)."""
 
 from __future__ import annotations
 

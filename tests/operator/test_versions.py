@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from controller.kube.clusterview import Facts
 from controller.metrics import Metrics
-from controller.operator.cluster import Versions
+from controller.operator.executor import Versions
 
 
 def series(metrics: Metrics) -> dict[tuple[str, str], float]:

@@ -8,10 +8,10 @@ from typing import Any
 
 from controller.core.model import tekton
 from controller.core.placement import balloon
+from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
+from controller.operator.anchors import WaitingPods
 from controller.operator.executor import Executor
-from controller.operator.podindex import PodIndex
-from controller.operator.waiting import WaitingPods
 from controller.settings import Settings
 
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)

@@ -10,10 +10,11 @@ from controller.core.model.tekton import PipelineRun
 from controller.core.placement import warm
 from controller.core.policy import policy
 from controller.kube.clusterview import Facts
+from controller.kube.nodeindex import NodeIndex
 from controller.metrics import Metrics
+from controller.operator.estimates import Sources
 from controller.operator.executor import Executor
-from controller.operator.nodes import NodeIndex, Warming
-from controller.operator.sources import Sources
+from controller.operator.headroom import Warming
 from controller.settings import Settings
 from tests import factories
 

@@ -52,7 +52,7 @@ class Gated(NamedTuple):
 
 
 class Kept(NamedTuple):
-    """A "keep" of the run's balloon that the resync may leave alone (operator/settled.py)."""
+    """A "keep" of the run's balloon that the resync may leave alone (operator/observe.py)."""
 
     round: int  # the resync round it was settled in
     reads: object  # what its decision read of the run (core/placement/reconcile.reads)
@@ -94,9 +94,9 @@ class RunMemory:
     unjudged: tuple[BoundPod, ...] = ()
     unexplained: Move | None = None
     misplaced: frozenset[str] = field(default_factory=frozenset)
-    # Settled (operator/settled.py): its "keep" the resync may leave alone, and the number of
+    # Settled (operator/observe.py): its "keep" the resync may leave alone, and the number of
     # the last change to what its decision reads of the run. Under a namespace's key or the
-    # cluster's (operator/settled.py), `changed` alone: the number of the last change to what
+    # cluster's (operator/observe.py), `changed` alone: the number of the last change to what
     # every decision there reads.
     kept: Kept | None = None
     touched: int = 0

@@ -7,7 +7,7 @@ time), to know the runs that existed before its watch did; later rounds go over 
 the events showed, except those an event has reconciled since the round before (a run that
 lives half an hour was otherwise reconciled sixty times by the resync alone, and the CPU per
 run grew with how long runs live: bench-scale at 1,000 runs, the resync was a third of it) and
-those settled (operator/settled.py: their balloon stays, nothing they read has changed).
+those settled (operator/observe.py: their balloon stays, nothing they read has changed).
 
 A balloon whose run is not among the live ones is either the balloon of a run that just
 finished or was deleted, or of one the index has not seen: a GET of the run tells which, before
