@@ -102,14 +102,15 @@ async def resync_forever(
         await asyncio.sleep(interval)
 
 
-async def watch_anchors_forever(operator: Operator, interval: float) -> None:
-    """Pods waiting past their grace period. (Anchors that could not move are looked at again
-    on the work queue, under their run's key: operator/anchors.py.)"""
+async def count_waiting_forever(operator: Operator, interval: float) -> None:
+    """The gauges of the pods that wait for a node. (Nothing is written here: a pod waiting
+    past its grace is said, and an anchor that could not move looked at again, as work its run
+    put for later on the work queue: Operator.later.)"""
     while True:
         try:
-            await asyncio.to_thread(operator.waiting.check)
+            await asyncio.to_thread(operator.waiting.count)
         except Exception:
-            log.exception("anchor watch failed")
+            log.exception("waiting pods not counted")
         await asyncio.sleep(interval)
 
 
@@ -178,7 +179,7 @@ async def reconcile_while_leading(
     streams.start()
     resync = asyncio.create_task(resync_forever(operator, settings.resync_interval, streams,
                                                 bindings))
-    watchdog = asyncio.create_task(watch_anchors_forever(operator, WATCH_INTERVAL))
+    watchdog = asyncio.create_task(count_waiting_forever(operator, WATCH_INTERVAL))
     kopf_task = asyncio.create_task(
         kopf.operator(
             clusterwide=True,

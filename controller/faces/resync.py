@@ -86,11 +86,9 @@ class Resync:
         waiting = [placed for sts in balloons
                    if (placed := self._step("balloon", self._balloon, sts, live))]
         # The rest is work put on the queue, each under the key it concerns (a run's, or the
-        # sweep's own): the round itself only reads.
+        # sweep's own): the round itself only reads. (A wait that runs out between events, a
+        # reservation's or a move's, is work its run put for later: Operator.later.)
         self._soon("unplaced", functools.partial(op.unplaced.check, waiting))
-        for uid in live:  # the reservations' waits run out between events
-            self._soon("room", functools.partial(op.tend_room, uid), uid)
-        self._soon("moves", op.placement.flush_moves)
         self._soon("gates", op.gates.tend)
         # Read again when the sweep runs, not from this round's reading: a run that became live
         # meanwhile must not lose its reservation, nor a namespace its budget.

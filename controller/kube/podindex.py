@@ -254,6 +254,13 @@ class PodIndex:
         with self._lock:
             return {uid: (s.namespace, s.name) for uid, s in self._runs.items()}
 
+    def waiting_of(self, run_uid: str) -> list[tuple[str, str, Waiting]]:
+        """(namespace, run name, waiting pod) for each pod of the run that waits for a node."""
+        with self._lock:
+            state = self._runs.get(run_uid)
+            return [(state.namespace, state.name, w) for w in state.waiting.values()
+                    ] if state is not None else []
+
     def waiting(self) -> list[tuple[str, str, str, Waiting]]:
         """(run uid, namespace, run name, waiting pod) for every pod that waits for a node."""
         with self._lock:

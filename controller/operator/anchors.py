@@ -11,7 +11,7 @@ the run's pods as the API server has them: a new leader's pod index may not show
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -29,7 +29,7 @@ from controller.kube.nodeindex import NodeIndex
 from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
 from controller.operator.executor import Executor, pipelinerun_ref
-from controller.operator.memory import Memories
+from controller.operator.memory import Later, Memories, Soon, later
 from controller.operator.placement import Placement
 from controller.settings import Settings
 
@@ -49,7 +49,7 @@ class AnchorGuard:
         metrics: Metrics,
         executor: Executor,
         memory: Memories,
-        soon: Callable[[str, Hashable, Callable[[], None], float], None] | None = None,
+        soon: Soon | None = None,
     ) -> None:
         self.kube = kube
         self.index = index
@@ -57,8 +57,7 @@ class AnchorGuard:
         self.placement = placement
         self.metrics = metrics
         self.executor = executor
-        # RunMemory.blocked_on: the node the run's anchor cannot leave yet; RunMemory.again: a
-        # look at it is put for later.
+        # RunMemory.blocked_on: the node the run's anchor cannot leave yet.
         self.memory = memory
         # Puts a look at a run's anchor on the leader's work queue, under the run's key, now or
         # in some seconds (Operator.soon); None: looked at in place, and again by `recheck`.
@@ -102,16 +101,11 @@ class AnchorGuard:
     def _again_later(self, run_uid: str, node: str) -> None:
         """The anchor stays on a node that cannot keep it: looked at again in RECHECK seconds,
         once however often it is found so meanwhile."""
-        before = self.memory.set(run_uid, blocked_on=node, again=self.soon is not None)
+        self.memory.set(run_uid, blocked_on=node)
         self._count_blocked()
-        if self.soon is None or before.again:
-            return
-
-        def again() -> None:
-            self.memory.set(run_uid, again=False)
-            self.look_at(run_uid)
-
-        self.soon(run_uid, "anchor again", again, RECHECK)
+        if self.soon is not None:
+            later(self.memory, self.soon, run_uid, "anchor", lambda: self.look_at(run_uid),
+                  RECHECK)
 
     def _unblock(self, run_uid: str) -> str | None:
         node = self.memory.reset(run_uid, "blocked_on").blocked_on
@@ -189,34 +183,38 @@ class AnchorGuard:
 
 class WaitingPods:
     def __init__(self, settings: Settings, index: PodIndex, metrics: Metrics, executor: Executor,
-                 tekton_makes: Callable[[str], Collection[str]] = lambda _: ()) -> None:
+                 tekton_makes: Callable[[str], Collection[str]] = lambda _: (),
+                 later: Later | None = None) -> None:
         self.settings = settings
         self.index = index
         self.metrics = metrics
         self.executor = executor
         # run uid -> the claims Tekton makes for it: a balloon waiting for one waits for Tekton
         self.tekton_makes = tekton_makes
+        # Looks at a run again when its next grace ends (Operator.later); None: whoever calls.
+        self.later = later
         self._reasons: set[str] = set()
 
-    def check(self, now: datetime | None = None) -> None:
-        """Every few seconds: say what has waited too long, and count who waits."""
+    def look(self, run_uid: str, now: datetime | None = None) -> None:
+        """At each event of a run's pods: each pod that waited past its grace is said (once),
+        and the run is looked at again when the next grace ends, as work put for later."""
         now = now or datetime.now(UTC)
-        counts: dict[str, int] = {}
-        longest = 0.0
-        for run_uid, namespace, run_name, pod in self.index.waiting():
+        soonest: float | None = None
+        for namespace, run_name, pod in self.index.waiting_of(run_uid):
             grace = (
                 self.settings.balloon_stuck_after if pod.balloon else self.settings.pod_stuck_after
             )
-            counts[pod.reason] = counts.get(pod.reason, 0) + 1
-            longest = max(longest, (now - pod.since).total_seconds())
             if not (pod.balloon or pod.assistant):
                 # A task pod waits for its anchor first, and what holds the anchor is said on
                 # its own (BalloonUnschedulable, WaitingForRoom, ...): its own grace starts
-                # once the balloon is bound.
+                # once the balloon is bound (whose event looks at the run again).
                 anchor = self.index.balloon(run_uid)
                 if anchor is None or anchor.bound_at is None:
                     continue
                 pod = replace(pod, since=max(pod.since, anchor.bound_at))
+            if (left := grace - (now - pod.since).total_seconds()) > 0:
+                soonest = left if soonest is None else min(soonest, left)
+                continue
             holds = () if pod.balloon else {r for r, a in self.index.progress(run_uid)[1].items()
                                             if a > 0}
             notice = waiting.notice(
@@ -225,11 +223,19 @@ class WaitingPods:
             if notice is not None:
                 if pod.balloon:
                     self.metrics.balloon_problems.labels(reason="unschedulable").inc()
-                self.executor.do(Say(
-                    pipelinerun_ref(run_name, namespace, run_uid),
-                    notice,
-                    (run_uid, pod.pod, notice.reason),
-                ))
+                self.executor.do(Say(pipelinerun_ref(run_name, namespace, run_uid), notice,
+                                     (run_uid, pod.pod, notice.reason)))
+        if soonest is not None and self.later is not None:
+            self.later(run_uid, "waiting", lambda: self.look(run_uid), soonest + 0.5)
+
+    def count(self, now: datetime | None = None) -> None:
+        """Every few seconds, the gauges an alert rule reads: who waits, and the longest wait."""
+        now = now or datetime.now(UTC)
+        counts: dict[str, int] = {}
+        longest = 0.0
+        for _, _, _, pod in self.index.waiting():
+            counts[pod.reason] = counts.get(pod.reason, 0) + 1
+            longest = max(longest, (now - pod.since).total_seconds())
         for reason in self._reasons | set(counts):
             self.metrics.waiting_pods.labels(reason=reason).set(counts.get(reason, 0))
         self._reasons |= set(counts)
@@ -282,9 +288,8 @@ class Unplaced:
                                  run.uid))
 
     def _confirmed(self, run: tekton.PipelineRun, meta: Mapping[str, Any]) -> bool:
-        """Asked of the API server before a Warning: the pod watch may not have shown the pod
-        yet, and the round's view of the run and its StatefulSet may be older than the run's
-        end (its balloon deleted, the pod gone with it)."""
+        """Asked of the API server before a Warning: the pod watch may lag, and the round's view
+        of the run and StatefulSet predate the run's end (its balloon deleted, the pod gone)."""
         if self.kube.list_balloon_pods(run.namespace, run.uid):
             return False
         sts = self.kube.get_statefulset(run.namespace, str(meta.get("name") or ""))

@@ -7,7 +7,7 @@ decision reads only what the watches show, and creating or deleting twice change
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -51,6 +51,7 @@ class Capacity:
         estimates: Estimates,
         headroom: Headroom,
         memory: Memories,
+        later: Callable[[str, float], None] = lambda _uid, _seconds: None,
     ) -> None:
         self.settings = settings
         self.executor = executor
@@ -63,6 +64,9 @@ class Capacity:
         # tends it now (no lock is held across a call to the API server: one slow call would
         # stall every worker).
         self.memory = memory
+        # Tends the run again in some seconds (Operator.later): when a wait runs out, or an act
+        # is no longer waited on. No timer of its own, and no sweep of every run.
+        self.later = later
         # Namespace -> when a reservation pod could not be made there (no PriorityClass,
         # admission): its new balloons do not wait for one for a while, and unbound ones are
         # re-planned without. One key's get or set at a time: no lock.
@@ -120,7 +124,9 @@ class Capacity:
         try:
             return self._tend(tekton.PipelineRun.from_body(body), facts, existing or plan, src)
         finally:
-            self.memory.set(run_uid, tending=False)
+            acted = self.memory.set(run_uid, tending=False).acted
+            if acted is not None and (left := acted.left(time.monotonic())) > 0:
+                self.later(run_uid, left)
 
     def _nothing_to_tend(self, run_uid: str, existing: Mapping[str, Any] | None) -> bool:
         known = self.estimates.known(run_uid)  # kept only once complete
@@ -177,6 +183,8 @@ class Capacity:
             between_layers=between,
         )
         step = reservation.decide(seen)
+        if (again := reservation.recheck_after(seen)) is not None:
+            self.later(run.uid, again)
         if step.notice is not None:
             self.executor.do(Say(ref, step.notice, run.uid))
         if step.act is reservation.Act.NONE:

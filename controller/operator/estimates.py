@@ -21,7 +21,7 @@ from controller.core.model import podrequests, resolution, tekton
 from controller.kube.caches import Caches
 from controller.kube.clusterview import Facts
 from controller.kube.podindex import PodIndex
-from controller.operator.memory import Memories
+from controller.operator.memory import Later, Memories
 
 
 class Estimates:
@@ -87,7 +87,8 @@ class Estimates:
 # anchor held while Tekton resolves, so that the run's peak, not a guess, chooses the node.
 #
 # A held run is reconciled again when a ResolutionRequest it owns changes, when Tekton
-# writes the run's status (its pipeline resolved, its TaskRuns made), and by the resync.
+# writes the run's status (its pipeline resolved, its TaskRuns made), and when its hold ends
+# (work put for later under its key).
 
 # Seconds from a run's creation after which its anchor no longer waits for resolution (and the
 # tasks still unresolved count as the policy's unknownTask). Tekton fails a request after a
@@ -114,9 +115,11 @@ class Resolving:
         live: Callable[[str], Mapping[str, Any] | None],
         reconcile: Callable[[Mapping[str, Any]], object],
         memory: Memories,
+        later: Later | None = None,
     ) -> None:
         self.live = live
         self.reconcile = reconcile
+        self.later = later
         self.memory = memory  # RunMemory.resolving: the run's anchor waits
         if caches is not None:
             caches.listen(RESOLUTION_REQUESTS, self.on_request)
@@ -155,23 +158,29 @@ class Resolving:
         young = made is None or (datetime.now(UTC) - made).total_seconds() < HOLD
         return why if why and young else None
 
-    def hold(self, run_uid: str, why: str | None) -> None:
+    def hold(self, run: tekton.PipelineRun, why: str | None) -> None:
         """The run's anchor waits for what Tekton resolves (`why`), or no longer does: a
-        ResolutionRequest's event looks at the runs that wait."""
-        self.memory.set(run_uid, resolving=bool(why))
+        ResolutionRequest's event looks at the runs that wait, and so does the hold's end."""
+        self.memory.set(run.uid, resolving=bool(why))
+        made = parse_time(run.created)
+        if why and made is not None and self.later is not None:
+            left = HOLD - (datetime.now(UTC) - made).total_seconds()
+            self.later(run.uid, "resolution", lambda: self._look_again(run.uid), left + 0.5)
+
+    def _look_again(self, uid: str) -> None:
+        body = self.live(uid)
+        if body is None:
+            self.forget(uid)
+        else:
+            self.reconcile(body)
 
     def on_request(self, request: Mapping[str, Any]) -> None:
         """A ResolutionRequest changed: the held run that owns it looks again (one lookup an
         event, however many runs are held)."""
         owners = (request.get("metadata") or {}).get("ownerReferences") or []
         for uid in {str(o.get("uid")) for o in owners if isinstance(o, Mapping)}:
-            if not self.memory.get(uid).resolving:
-                continue
-            body = self.live(uid)
-            if body is None:
-                self.forget(uid)
-            else:
-                self.reconcile(body)
+            if self.memory.get(uid).resolving:
+                self._look_again(uid)
 
     def forget(self, run_uid: str) -> None:
         self.memory.reset(run_uid, "resolving")

@@ -200,10 +200,15 @@ KEY = "feature-flags"
 
 
 class Assistant:
-    def __init__(self, settings: Settings, metrics: Metrics, executor: Executor) -> None:
+    def __init__(self, settings: Settings, metrics: Metrics, executor: Executor,
+                 soon: Callable[[str, Hashable, Callable[[], None], float], None] | None = None,
+                 ) -> None:
         self.settings = settings
         self.metrics = metrics
         self.executor = executor
+        # What it says goes on the work queue under a key of its own (Operator.soon): the view's
+        # watch thread, which calls on_facts, never writes. None: said in place.
+        self.soon = soon
 
     def on_facts(self, old: Facts, new: Facts) -> None:
         """ClusterView listener: a Warning when the assistant comes on (once the watches have
@@ -212,10 +217,19 @@ class Assistant:
         if new.synced and new.assistant_on and (not old.synced or not old.assistant_on):
             message = self.message(new)
             log.error(message)
-            self.executor.do(Say(self.feature_flags(), Notice(REASON, message), KEY))
+            self._say(Say(self.feature_flags(), Notice(REASON, message), KEY))
         elif old.assistant_on and not new.assistant_on and new.synced:
             log.info("Tekton's affinity assistant is off; balloons are made")
-            self.executor.do(Unsay(KEY, REASON))
+            self._say(Unsay(KEY, REASON))
+
+    def _say(self, action: Say | Unsay) -> None:
+        def say() -> None:
+            self.executor.do(action)
+
+        if self.soon is None:
+            say()
+        else:
+            self.soon("tekton/assistant", "assistant", say, 0.0)
 
     def message(self, facts: Facts) -> str:
         flags = facts.feature_flags

@@ -21,6 +21,7 @@ for a run that ends, and for every gated pod when this process stops leading.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -38,7 +39,7 @@ from controller.kube.clusterview import Facts
 from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
 from controller.operator.executor import Executor
-from controller.operator.memory import Memories
+from controller.operator.memory import Memories, Soon
 
 log = structlog.get_logger(__name__)
 
@@ -47,6 +48,7 @@ class Marks:
     def __init__(
         self, kube: Kube, executor: Executor, installation: str,
         live: Callable[[], Iterable[tekton.PipelineRun]], index: PodIndex, memory: Memories,
+        soon: Soon,
     ) -> None:
         self.kube = kube  # reads: a run's TaskRuns
         self.executor = executor
@@ -54,6 +56,7 @@ class Marks:
         self.live = live
         self.index = index
         self.memory = memory  # RunMemory.marked: marked by this process, before the watch shows it
+        self.soon = soon  # work of a run on the queue, under its key (Operator.soon)
         # Set once the live runs are known (the first resync lists every run): until then,
         # which namespaces hold anchored runs is not known.
         self.seeded = False
@@ -100,20 +103,21 @@ class Marks:
         self.memory.reset(run_uid, "marked")
 
     def on_facts(self, old: Facts, new: Facts) -> None:
-        """A namespace switched off: its marked runs' TaskRuns are looked at once more."""
+        """A namespace switched off: its marked runs' TaskRuns are looked at once more, each
+        run's as work under its key (the view's watch thread never writes; a failure is the
+        queue's to try again)."""
         gone = old.enabled_namespaces - new.enabled_namespaces
         if not (gone and old.synced):
             return
         for run in self.live():
             if run.namespace in gone and self.marked(run):
                 key = mark.topology_key(run.annotations) or new.topology_key(run.namespace)
-                try:
-                    listed = self.kube.list_task_runs(run.namespace, run.name)
-                    self._mark_task_runs(run, key, mark.unmarked(listed, run.uid))
-                except ApiError as exc:
-                    log.warning("could not mark the anchored run's TaskRuns",
-                                error=f"{exc.status} {api_message(exc)}",
-                                object=f"PipelineRun/{run.namespace}/{run.name}")
+                self.soon(run.uid, "mark taskruns",
+                          functools.partial(self._mark_listed, run, key), 0.0)
+
+    def _mark_listed(self, run: tekton.PipelineRun, topology_key: str) -> None:
+        listed = self.kube.list_task_runs(run.namespace, run.name)
+        self._mark_task_runs(run, topology_key, mark.unmarked(listed, run.uid))
 
 
 # -- gates --------------------------------------------------------------------------------------

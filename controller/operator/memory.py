@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -65,6 +65,30 @@ class Memories:
         """(run uid, memory) of the runs whose memory has it, as they are now."""
         with self._lock:
             return [(uid, m) for uid, m in self._runs.items() if having(m)]
+
+
+# Puts work of a run on the work queue under the run's key, now or in some seconds (Operator.soon).
+Soon = Callable[[str, Hashable, Callable[[], None], float], None]
+# Puts a wait of a run on that queue (Operator.later): run uid, slot, work, seconds.
+Later = Callable[[str, str, Callable[[], None], float], None]
+
+
+def later(memory: Memories, soon: Soon, run_uid: str, slot: str, act: Callable[[], None],
+          seconds: float) -> None:
+    """A wait: the run's work in `slot` put `seconds` later on the queue, under its key, once
+    however often asked meanwhile (RunMemory.due: the earliest kept, and it asks again if it
+    must). Every wait of the operator is one; none keeps a timer of its own."""
+    now = time.monotonic()
+    at = now + seconds
+    before = memory.update(run_uid, lambda m: m.put_later(slot, now, at))
+    if before.put_later(slot, now, at) is before:
+        return
+
+    def due() -> None:  # not when a sooner one replaced it, or the run was forgotten
+        if (slot, at) in memory.update(run_uid, lambda m: m.done_later(slot, at)).due:
+            act()
+
+    soon(run_uid, ("later", slot), due, seconds)
 
 
 def _live(m: RunMemory) -> bool:

@@ -28,7 +28,10 @@ from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
 from controller.operator.executor import Executor, pipelinerun_ref
 from controller.operator.headroom import Warming
-from controller.operator.memory import Memories
+from controller.operator.memory import Later, Memories
+
+# Seconds a move seen before the old balloon pod's deletion waits for it (which says why).
+MOVE_GRACE = 10.0
 
 # The DisruptionTarget condition's reasons (k8s.io/api/core/v1): how a balloon pod went.
 GONE_BECAUSE = {
@@ -57,8 +60,12 @@ class Placement:
         memory: Memories,
         balloon_of: Callable[[str, str], Mapping[str, Any] | None] | None = None,
         warming: Warming | None = None,
+        later: Later | None = None,
     ) -> None:
         self.kube = kube
+        # A move not explained yet is said after MOVE_GRACE, as work put for later under the
+        # run's key (Operator.later); None: by whoever calls flush_moves (unit tests).
+        self.later = later
         self.warming = warming
         # The balloon StatefulSet by namespace and name: the operator's watch cache.
         self.balloon_of = balloon_of or kube.get_statefulset
@@ -143,9 +150,11 @@ class Placement:
         elif anchored or (left and left != node):
             # kopf handles each pod's events in a worker of its own, so the old pod's deletion,
             # which says why it went, may come after its successor's binding: the move is said
-            # then, or by the resync after a grace (flush_moves).
+            # then, or after a grace with what is known (flush_moves).
             self.memory.set(uid, unexplained=Move(anchored or str(left), node, ref,
                                                   time.monotonic()))
+            if self.later is not None:
+                self.later(uid, "move", lambda: self.flush_moves(0.0, only=uid), MOVE_GRACE)
         else:
             self._observe_time_to_anchor(annotations, pod)
             run_name = str(labels.get(names.LABEL_RUN) or "")
@@ -164,14 +173,18 @@ class Placement:
         self.metrics.anchor_moves.labels(reason=_label(why)).inc()
         self.executor.do(Say(ref, anchor.moved_notice(left, node, why), (uid, "moved", node)))
 
-    def flush_moves(self, grace: float = 10.0) -> None:
+    def flush_moves(self, grace: float = MOVE_GRACE, only: str | None = None) -> None:
         """Moves whose old pod's deletion was never seen (a watch that restarted), said after
-        `grace` seconds with what is known (called by the resync)."""
+        `grace` seconds with what is known (`only`: that run's)."""
         now = time.monotonic()
-        for uid in self.memory.runs(lambda m: m.unexplained and now - m.unexplained.since
-                                       >= grace):
-            move = self.memory.update(uid, lambda m: replace(m, unexplained=None)).unexplained
-            if move is None:  # taken meanwhile by the old pod's deletion, which said it
+
+        def due(m: RunMemory) -> bool:
+            return m.unexplained is not None and now - m.unexplained.since >= grace
+
+        for uid in [only] if only is not None else self.memory.runs(due):
+            move = self.memory.update(uid, lambda m: replace(m, unexplained=None) if due(m)
+                                      else m).unexplained
+            if move is None or now - move.since < grace:  # said meanwhile by the deletion
                 continue
             self._tell_moved(uid, move.run, move.left, move.to, "its pod was replaced")
 

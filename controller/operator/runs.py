@@ -31,7 +31,7 @@ from controller.operator.estimates import Estimates, Resolving, Sources
 from controller.operator.executor import Assistant, Executor, Notifier
 from controller.operator.headroom import Headroom, Warming
 from controller.operator.marking import Gates, Marks
-from controller.operator.memory import LiveRuns, Memories
+from controller.operator.memory import LiveRuns, Memories, later
 from controller.operator.observe import Observer, Settled
 from controller.operator.placement import Placement
 from controller.operator.policies import Policies
@@ -72,7 +72,7 @@ class Operator:
         self.node_index = NodeIndex(metrics)
         self.warming = Warming(self.executor, caches, view, metrics, self.node_index)
         self.placement = Placement(kube, metrics, self.executor, self.index, self.memory,
-                                   self.balloon_of, self.warming)
+                                   self.balloon_of, self.warming, self.later)
         self.gates = Gates(self.executor, self.index, metrics, self.memory)
         self.budgets = Budgets(self.executor, caches)
         self.balloons = Balloons(self.executor, metrics, self.budgets, self.placement)
@@ -80,27 +80,27 @@ class Operator:
         self.anchors = AnchorGuard(kube, self.index, self.node_index, self.placement, metrics,
                                    self.executor, self.memory, self.soon)
         self.waiting = WaitingPods(settings, self.index, metrics, self.executor,
-                                   self.live.claims_tekton_makes)
+                                   self.live.claims_tekton_makes, self.later)
         # What a ResolutionRequest's event wakes (in the caches' watch thread) goes on the work
         # queue: nudge, not reconcile.
-        resolving = Resolving(caches, self.live.get, self.nudge, self.memory)
+        resolving = Resolving(caches, self.live.get, self.nudge, self.memory, self.later)
         self.estimates = Estimates(caches, self.index, resolving, self.memory)
         headroom = Headroom(settings, caches, self.index, self.estimates.known, self.live.runs,
                             self.memory, self.node_index.nodes, kube)
         self.capacity = Capacity(settings, self.executor, caches, self.index, metrics,
-                                 self.estimates, headroom, self.memory)
+                                 self.estimates, headroom, self.memory, self._room_later)
         self.observer = Observer(kube, caches, self.index, self.capacity, self.warming,
                                  self._lasting)
         installation = f"{settings.namespace_label}={settings.namespace_label_value}"
         self.marks = Marks(kube, self.executor, installation, self.live.runs, self.index,
-                           self.memory)
+                           self.memory, self.soon)
         self.policies = Policies(settings, kube, self.executor, metrics, view)
         view.subscribe(self.settled.on_facts)
         if caches is not None:
             self.settled.listen_to(caches)
             caches.listen("nodes", self._node_event, reads=nodes.reads)
         view.subscribe(self.marks.on_facts)
-        view.subscribe(Assistant(settings, metrics, self.executor).on_facts)
+        view.subscribe(Assistant(settings, metrics, self.executor, self.soon).on_facts)
 
     # -- PipelineRuns ----------------------------------------------------------------------
 
@@ -124,14 +124,17 @@ class Operator:
 
     def soon(self, run_uid: str, slot: Hashable, act: Callable[[], None],
              seconds: float = 0.0) -> None:
-        """Work of a run on the work queue under the run's key, at once or in `seconds`, so
-        that one worker at a time acts on a run and a failure is retried there; without a
-        queue (the operator alone, in unit tests), done in place, and a later one not at all
-        (the tests ask for it themselves)."""
+        """Work of a run on the work queue under its key, at once or in `seconds` (one worker
+        at a time acts on a run, a failure is retried there); without a queue (unit tests),
+        done in place, and a later one not at all (the tests ask for it themselves)."""
         if self.enqueue is not None:
             self.enqueue(run_uid, slot, act, seconds)
         elif seconds == 0.0:
             act()
+
+    def later(self, run_uid: str, slot: str, act: Callable[[], None], seconds: float) -> None:
+        """A wait of the run, as work put for later under its key (operator/memory.later)."""
+        later(self.memory, self.soon, run_uid, slot, act, seconds)
 
     # -- reservation pods (operator/capacity.py) ----------------------------------------------
 
@@ -147,11 +150,23 @@ class Operator:
         if self.capacity.tend(body, self.view.facts, existing, plan, src):
             self.nudge(body)
 
+    def _room_later(self, run_uid: str, seconds: float) -> None:
+        """Its reservation tended in `seconds`, by a look at the run (before its balloon is
+        made, a decision's plan is what is tended)."""
+        self.later(run_uid, "room", lambda: self._look_live(run_uid), seconds)
+
+    def _look_live(self, run_uid: str) -> None:
+        if (body := self.live.get(run_uid)) is not None:
+            self.look(body)
+
     def on_run_pod(self, pod: Mapping[str, Any]) -> None:
-        """A balloon or TaskRun pod of a run changed: its reservation may have to follow."""
+        """A balloon or TaskRun pod of a run changed: its reservation may have to follow, and
+        what waits for a node be said."""
         labels = (pod.get("metadata") or {}).get("labels") or {}
         run = tekton.task_run_pod_run(labels)
-        self.tend_room(run.uid if run is not None else str(labels.get(names.LABEL_RUN_UID) or ""))
+        uid = run.uid if run is not None else str(labels.get(names.LABEL_RUN_UID) or "")
+        self.tend_room(uid)
+        self.waiting.look(uid)
 
     def on_room_pod(self, pod: Mapping[str, Any], deleted: bool) -> None:
         uid = self.capacity.on_room_pod(pod, deleted)
@@ -246,7 +261,7 @@ class Operator:
             return reconcile.Decision(Verb.NONE, "name taken")
         observed, src = self.observer.observe(run, facts, existing, serves)
         if existing is None:  # a ResolutionRequest's event wakes the runs whose anchor waits
-            self.estimates.resolving.hold(run.uid, observed.resolving)
+            self.estimates.resolving.hold(run, observed.resolving)
         asked: frozenset[Ask] = frozenset()
         while (planned := runplan.plan(observed, newest, asked)).ask is not None:
             asked |= {planned.ask}

@@ -154,7 +154,7 @@ def test_a_node_s_event_looks_at_its_runs_on_their_keys_and_a_held_anchor_again_
     tell(watched, not_ready("n1"))
     assert put == [(factories.RUN_UID, "anchor", 0.0)] and kube.deleted == []  # nothing yet
     acts.pop()()  # the queue's worker: the task still runs there, so the anchor stays
-    assert put[1:] == [(factories.RUN_UID, "anchor again", RECHECK)]
+    assert put[1:] == [(factories.RUN_UID, ("later", "anchor"), RECHECK)]
     tell(watched, not_ready("n1"))
     acts.pop()()  # found so again: no second look put for later
     assert len(put) == 3 and kube.deleted == []

@@ -72,3 +72,18 @@ def test_ignored_it_says_balloons_are_still_made_and_names_missing_flags(
     assistant.on_facts(OFF, Facts(synced=True, assistant_on=True, ignore_assistant=True))
     ((_, _, _, message, _),) = events.posted
     assert "feature-flags missing" in message and "Balloons are still made" in message
+
+
+def test_what_it_says_is_work_on_the_queue_not_a_write_of_the_view_s_watch_thread(
+    settings: Settings,
+) -> None:
+    events, metrics = Events(), Metrics()
+    queued: list[tuple[str, Any, Any]] = []
+    assistant = Assistant(settings, metrics, Executor(events, Notifier(events)),  # type: ignore[arg-type]
+                          lambda key, slot, act, seconds: queued.append((key, slot, act)))
+    assistant.on_facts(OFF, ON)
+    assert events.posted == [] and gauge(metrics) == 1  # the gauge at once, the Event queued
+    [(key, _, act)] = queued
+    act()  # the queue's worker
+    assert key == "tekton/assistant"
+    assert [e[2] for e in events.posted] == ["TektonAffinityAssistantOn"]

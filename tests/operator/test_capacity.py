@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from controller.core.admission import affinity
 from controller.core.basics import names
-from controller.core.capacity import reservation
+from controller.core.capacity import reservation, settle
 from controller.core.model.tekton import RunRef
 from controller.core.placement import balloon
 from controller.kube.client import ApiError
@@ -26,8 +26,11 @@ def pipeline(cpu: str = "2") -> dict[str, Any]:
     ]}}
 
 
-def started(cpu: str = "2") -> tuple[Any, Any, dict[str, Any]]:
+def started(cpu: str = "2", put: list[Any] | None = None) -> tuple[Any, Any, dict[str, Any]]:
+    """A run whose scout was made (`put`: the work put on the queue is recorded there)."""
     operator, kube = make(caches=True)
+    if put is not None:
+        operator.enqueue = lambda key, slot, act, seconds: put.append((key, slot, seconds, act))
     kube.objects["pipelines"] = {"fan-out-in": pipeline(cpu)}
     kube.objects["tasks"] = {"fetch": {"spec": {"steps": [
         {"name": "s", "image": "x", "computeResources": {"requests": {"cpu": "1"}}}]}}}
@@ -120,6 +123,36 @@ def test_a_run_capacity_asks_to_plan_again_goes_back_on_the_work_queue() -> None
     operator.look(body)  # as the queue hands it back
     [sts] = kube.statefulsets.values()
     assert reservation.requires_room(sts["spec"]["template"]["spec"], UID)
+
+
+def test_a_scout_s_waits_running_out_are_work_the_run_put_for_later_under_its_key() -> None:
+    """No sweep tends every live run: a wait that runs out between events (a scout said waiting
+    for room at 20 s, then asking for half at the policy's wait) is the run's own work, put for
+    later under its key each time it is tended, and a look at the run when it comes."""
+    put: list[tuple[str, Any, float, Any]] = []
+    operator, kube, body = started(put=put)
+    [scout] = kube.pods.values()
+    # Made: looked at again in 10 s, should the watch never show it (core/capacity/settle.py).
+    [(key, slot, seconds, again)] = put
+    assert (key, slot) == (UID, ("later", "room")) and settle.SETTLE_MAX - 1 < seconds <= 10
+
+    def shown(age: float) -> dict[str, Any]:
+        made = (datetime.now(UTC) - timedelta(seconds=age)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return {**scout, "metadata": {**scout["metadata"], "uid": "uid-scout",
+                                      "creationTimestamp": made}}
+
+    operator.capacity.on_room_pod(shown(0), deleted=False)  # the watch shows it, pending
+    again()  # the queue's worker, 10 s on
+    [(key, slot, seconds, again)] = put[1:]  # said waiting for room at 20 s
+    assert (key, slot) == (UID, ("later", "room")) and 18 < seconds <= 20.5
+    operator.look(body)  # an event of the run: the same wait, not put twice
+    assert len(put) == 2
+    operator.capacity.on_room_pod(shown(21), deleted=False)  # 21 s on, no event of the run
+    assert [r for r, _ in kube.events if r == "WaitingForRoom"] == []
+    again()
+    assert [r for r, _ in kube.events if r == "WaitingForRoom"] == ["WaitingForRoom"]
+    [(key, slot, seconds, _)] = put[2:]  # and the next: the scout asks for half at 60 s
+    assert (key, slot) == (UID, ("later", "room")) and 37 < seconds <= 39.5
 
 
 def test_a_run_of_tasks_without_requests_is_anchored_by_the_balloon_alone() -> None:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Hashable
 from dataclasses import replace
 
 import pytest
 
 from controller.core.placement.memory import EMPTY
-from controller.operator.memory import Memories
+from controller.operator.memory import Memories, later
 
 
 def test_a_change_returns_the_memory_before_it_and_a_run_back_to_empty_is_not_kept() -> None:
@@ -44,3 +45,31 @@ def test_a_test_and_set_is_one_step_whatever_the_threads() -> None:
     for w in workers:
         w.join()
     assert won == [1]
+
+
+def test_a_wait_is_work_put_for_later_once_however_often_asked_and_the_earliest_kept() -> None:
+    """operator/memory.later: every wait of the operator is work on the queue under the run's
+    key; asked again before it comes, it is not put twice, unless sooner; a replaced one, or
+    one of a run forgotten meanwhile, does nothing when it comes."""
+    memory = Memories()
+    put: list[tuple[str, object, float]] = []
+    acts: list[Callable[[], None]] = []
+    done: list[str] = []
+
+    def soon(key: str, slot: Hashable, act: Callable[[], None], seconds: float) -> None:
+        put.append((key, slot, seconds))
+        acts.append(act)
+
+    later(memory, soon, "r1", "room", lambda: done.append("room"), 5.0)
+    later(memory, soon, "r1", "room", lambda: done.append("room"), 7.0)  # the first asks again
+    assert put == [("r1", ("later", "room"), 5.0)]
+    later(memory, soon, "r1", "room", lambda: done.append("sooner"), 1.0)  # sooner: put
+    assert len(put) == 2
+    acts[0]()  # the replaced one comes: nothing
+    assert done == []
+    acts[1]()
+    assert done == ["sooner"] and memory.get("r1") == EMPTY  # nothing left of the run
+    later(memory, soon, "r1", "anchor", lambda: done.append("anchor"), 5.0)
+    memory.reset("r1", "due")  # the run forgotten
+    acts[2]()
+    assert done == ["sooner"]

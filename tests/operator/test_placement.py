@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from controller.core.basics import names
 from controller.core.placement import balloon
 from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
 from controller.operator.executor import Executor
 from controller.operator.memory import Memories
-from controller.operator.placement import Placement
+from controller.operator.placement import MOVE_GRACE, Placement
 from tests import factories
 
 RUN = factories.RUN_UID
@@ -186,7 +188,7 @@ def test_a_move_seen_before_the_old_pod_s_deletion_is_said_with_its_reason_once_
         assert len(notifier.said) == 2
 
 
-def test_a_move_whose_old_pod_s_deletion_is_never_seen_is_said_by_the_resync() -> None:
+def test_a_move_whose_old_pod_s_deletion_is_never_seen_is_said_after_a_grace() -> None:
     placement, notifier, _ = make()
     placement.on_balloon_pod(balloon_pod("b1", "n1"))
     placement.on_balloon_pod(balloon_pod("b2", "n2"))
@@ -195,6 +197,26 @@ def test_a_move_whose_old_pod_s_deletion_is_never_seen_is_said_by_the_resync() -
     placement.flush_moves(grace=0)
     assert notifier.said[-1][0] == "AnchorMoved"
     assert "from node n1 (its pod was replaced) to node n2" in notifier.said[-1][1]
+
+
+@pytest.mark.parametrize("deletion_first", [False, True])
+def test_the_grace_of_a_move_not_explained_is_work_the_run_put_for_later_under_its_key(
+    deletion_first: bool,
+) -> None:
+    """No sweep over every run: the move is said when its grace ends, as work on the queue
+    under the run's key, and not again if the old pod's deletion came first and said it."""
+    placement, notifier, _ = make()
+    put: list[tuple[str, str, float, Any]] = []
+    placement.later = lambda key, slot, act, seconds: put.append((key, slot, seconds, act))
+    placement.on_balloon_pod(balloon_pod("b1", "n1"))
+    placement.on_balloon_pod(balloon_pod("b2", "n2"))
+    [(key, slot, seconds, act)] = put
+    assert (key, slot, seconds) == (RUN, "move", MOVE_GRACE)
+    if deletion_first:
+        placement.on_balloon_pod(balloon_pod("b1", "n1", conditions=PREEMPTED), deleted=True)
+    act()  # the queue's worker, when it is due
+    assert [r for r, _ in notifier.said] == ["Anchored", "AnchorMoved"]
+    assert ("preempted" if deletion_first else "its pod was replaced") in notifier.said[-1][1]
 
 
 def test_a_deletion_seen_first_says_the_move_as_the_successor_is_bound() -> None:

@@ -130,3 +130,24 @@ def test_a_pipeline_by_name_whose_tasks_are_behind_a_resolver_waits_for_them_too
     seen(operator, kube, factories.resolution_request(GIT, BUILD))
     [scout] = kube.pods.values()
     assert scout["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "6"}
+
+
+def test_a_hold_s_end_is_work_the_run_put_for_later_and_then_it_anchors_with_what_is_known(
+) -> None:
+    """No sweep looks at every held run: the hold's end is the run's own work, put for later
+    under its key when it began to wait."""
+    operator, kube = make(caches=True)
+    put: list[tuple[str, Any, float, Any]] = []
+    operator.enqueue = lambda key, slot, act, seconds: put.append((key, slot, seconds, act))
+    body = remote_run(age=HOLD - 30)
+    pipeline_resolved(body)
+    kube.runs[body["metadata"]["name"]] = body
+    operator.reconcile_run(body)
+    operator.reconcile_run(body)  # looked at again while it waits: not put twice
+    assert kube.statefulsets == {}  # its tasks are being resolved
+    [(key, slot, seconds, act)] = put
+    assert (key, slot) == (factories.RUN_UID, ("later", "resolution")) and 29 < seconds <= 31.5
+    made = datetime.now(UTC) - timedelta(seconds=HOLD + 1)  # as it is when the work comes
+    body["metadata"]["creationTimestamp"] = made.strftime("%Y-%m-%dT%H:%M:%SZ")
+    act()
+    assert len(kube.statefulsets) == 1  # anchored with what is known

@@ -480,7 +480,9 @@ def test_runs_waiting_for_their_anchor_are_said_from_the_pod_watch_not_listed() 
         resync()
     assert "list_balloon_pods" not in counting.calls
     assert said == []
-    operator.waiting.check(datetime.now(UTC) + timedelta(seconds=Settings().balloon_stuck_after))
+    for i in range(3):  # each grace's end, as work the run put for later
+        operator.waiting.look(f"wait-{i}-uid",
+                              datetime.now(UTC) + timedelta(seconds=Settings().balloon_stuck_after))
     assert len(said) == 3 and all("4 Insufficient cpu" in m for m in said)
 
 
@@ -518,8 +520,15 @@ def test_a_run_given_a_balloon_is_marked_with_its_taskruns_and_stays_anchored_wh
     kube.task_runs["kept-build"]["status"] = {"podName": "kept-build-pod"}
     off = Facts(**{**view.facts.__dict__, "enabled_namespaces": frozenset()})
     operator.marks.seeded = True
-    operator.marks.on_facts(view.facts, off)
+    queued: list[tuple[str, Any, Any]] = []
+    operator.enqueue = lambda key, slot, act, seconds: queued.append((key, slot, act))
+    operator.marks.on_facts(view.facts, off)  # in the view's watch thread: work put, no write
+    assert names.LABEL_ANCHORED not in kube.task_runs["kept-build"]["metadata"]["labels"]
+    [(key, _, act)] = queued
+    act()  # the queue's worker, under the run's key
+    operator.enqueue = None
     view.facts = off
+    assert key == "kept-uid"
     assert kube.task_runs["kept-build"]["metadata"]["labels"][names.LABEL_ANCHORED] == "kept-uid"
     kube.statefulsets.clear()
     operator.reconcile_run(copy.deepcopy(body))
@@ -608,8 +617,9 @@ def test_a_read_write_once_claim_is_shared_only_with_the_balloon_of_a_live_run()
 
 def test_a_resync_round_with_a_queue_only_reads_and_puts_work_under_each_key() -> None:
     """The resync only enqueues: its round reads, and what it finds to put right (an orphan
-    balloon, a run's reservation, the sweeps) is work on the queue under the key it concerns,
-    done there as any other work of that key."""
+    balloon, the sweeps) is work on the queue under the key it concerns, done there as any
+    other work of that key. A live run's reservation is not swept: its waits are work the run
+    put for later itself."""
     operator, kube = make()
     live = factories.pipelinerun(name="live", uid="live-uid")
     kube.runs["live"] = live
@@ -626,8 +636,8 @@ def test_a_resync_round_with_a_queue_only_reads_and_puts_work_under_each_key() -
     Resync(operator, submit=lambda uid, body, listed: None)()
     assert acted == []  # no write, no Event: the round only read
     keys = {(key, slot) for key, slot, _ in queued}
-    assert ("gone-uid", "balloon") in keys and ("live-uid", "room") in keys
-    assert {"moves", "gates", "budgets", "unplaced"} <= {key for key, _ in keys}
+    assert ("gone-uid", "balloon") in keys and "live-uid" not in {key for key, _ in keys}
+    assert {"gates", "budgets", "unplaced"} <= {key for key, _ in keys}
     assert "coschedule-gone" in kube.statefulsets  # nothing written by the round itself
     operator.executor.do = do  # type: ignore[method-assign]
     for _, _, act in queued:  # the queue's workers

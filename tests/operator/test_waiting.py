@@ -61,11 +61,29 @@ def test_a_task_pod_waiting_for_an_anchor_not_yet_bound_is_not_said_and_its_grac
     check = WaitingPods(Settings(), index, Metrics(), Executor(None, said))  # type: ignore[arg-type]
     index.balloon_event(balloon_pod("", None), deleted=False)
     index.task_pod_event(task_pod(), deleted=False)
-    check.check(T0 + timedelta(minutes=5))
+    check.look("run-uid", T0 + timedelta(minutes=5))
     assert said.reasons == ["BalloonUnschedulable"]  # the anchor's wait, not its pod's
     bound = T0 + timedelta(minutes=6)
     index.balloon_event(balloon_pod("n1", bound), deleted=False)
-    check.check(bound + timedelta(seconds=Settings().pod_stuck_after - 1))
+    check.look("run-uid", bound + timedelta(seconds=Settings().pod_stuck_after - 1))
     assert said.reasons == ["BalloonUnschedulable"]
-    check.check(bound + timedelta(seconds=Settings().pod_stuck_after + 1))
+    check.look("run-uid", bound + timedelta(seconds=Settings().pod_stuck_after + 1))
     assert said.reasons == ["BalloonUnschedulable", "PodCannotFollowAnchor"]
+
+
+def test_each_grace_s_end_is_work_the_run_put_for_later_under_its_key() -> None:
+    """No loop says who waits too long: a look at the run's waiting pods (at each of its pods'
+    events) puts the next look for when the next grace ends, and says the pod then."""
+    index, said = PodIndex(), Said()
+    put: list[tuple[str, str, float, Any]] = []
+    look = WaitingPods(Settings(), index, Metrics(), Executor(None, said),  # type: ignore[arg-type]
+                       later=lambda key, slot, act, seconds: put.append((key, slot, seconds, act)))
+    bound = T0 + timedelta(minutes=1)
+    index.balloon_event(balloon_pod("n1", bound), deleted=False)
+    index.task_pod_event(task_pod(), deleted=False)
+    look.look("run-uid", bound + timedelta(seconds=5))
+    [(key, slot, seconds, _)] = put
+    assert (key, slot) == ("run-uid", "waiting")
+    assert seconds == Settings().pod_stuck_after - 5 + 0.5 and said.reasons == []
+    look.look("run-uid", bound + timedelta(seconds=Settings().pod_stuck_after + 1))
+    assert said.reasons == ["PodCannotFollowAnchor"] and len(put) == 1  # none left to wait for

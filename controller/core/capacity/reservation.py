@@ -39,6 +39,7 @@ from controller.core.basics.quantity import PODS, Amounts
 HOSTNAME = "kubernetes.io/hostname"
 SCOUT, KEEPER = "scout", "keeper"
 MAX_HALVINGS = 6  # then the scout asks only for a pod slot: anchored wherever the run fits
+PAST = 0.5  # seconds past a wait's end that a run is tended again (recheck_after)
 ANNOTATION_ROLE = f"{names.DOMAIN}/reservation-role"
 ANNOTATION_HALVINGS = f"{names.DOMAIN}/reservation-halvings"
 ANNOTATION_PEAK = f"{names.DOMAIN}/peak"
@@ -172,6 +173,25 @@ def decide(seen: Seen) -> Step:
             warning=False,
         ))
     return Step(Act.NONE, "room kept")
+
+
+def recheck_after(seen: Seen) -> float | None:
+    """Seconds until time alone may change `decide`'s answer (a scout's wait, or the wait before
+    it is said, running out; a balloon that waits too long beside a bound scout), or None: only
+    an event will. Just past the mark, since each is a strict "longer than"."""
+    room = seen.room
+    if room is None:
+        return None
+    if not room.node:
+        marks = [seen.wait_seconds - room.age]
+        if seen.balloon_node is None:
+            marks.append(seen.say_after - room.age)
+    elif seen.balloon_node is None and seen.requires_room:
+        marks = [seen.wait_seconds - seen.balloon_waiting]
+    else:
+        return None
+    ahead = [m for m in marks if m >= 0]
+    return min(ahead) + PAST if ahead else None
 
 
 def _before_anchor(seen: Seen, room: Room | None) -> Step:

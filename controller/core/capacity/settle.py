@@ -23,4 +23,8 @@ class Acted:
     hold: float = 0.0  # seconds waited on, whatever the watch shows
 
     def waits(self, now: float) -> bool:
-        return now - self.at < max(self.hold, SETTLE_MAX if self.pod else 0.0)
+        return self.left(now) > 0
+
+    def left(self, now: float) -> float:
+        """Seconds it is still waited on (at most SETTLE_MAX, or its hold)."""
+        return max(self.hold, SETTLE_MAX if self.pod else 0.0) - (now - self.at)

@@ -60,6 +60,10 @@ class Kept(NamedTuple):
     begun: int  # the number its decision took before it read anything
 
 
+# Seconds a wait's work may come after its end rather than be put on the queue a second time.
+LATE = 1.0
+
+
 @dataclass(frozen=True)
 class RunMemory:
     # LiveRuns (operator/memory.py): the run's newest body while it is live (None: it is not),
@@ -76,10 +80,8 @@ class RunMemory:
     estimate: Estimate | None = None
     # Headroom (operator/headroom.py): its reservation's share of a node, once found.
     fitted: Fitted | None = None
-    # AnchorGuard (operator/anchors.py): the node its anchor cannot leave yet, and whether a
-    # look at it is put for later.
+    # AnchorGuard (operator/anchors.py): the node its anchor cannot leave yet.
     blocked_on: str = ""
-    again: bool = False
     # Capacity (operator/capacity.py): the last act on its reservation, and whether a worker
     # tends it now.
     acted: Acted | None = None
@@ -101,6 +103,22 @@ class RunMemory:
     kept: Kept | None = None
     touched: int = 0
     changed: int = 0
+    # Operator.later: the work put for later under the run's key, by slot, and when each is due
+    # (time.monotonic()): a wait of any subject is a requeue, never a timer of its own.
+    due: tuple[tuple[str, float], ...] = ()
+
+    def put_later(self, slot: str, now: float, at: float) -> RunMemory:
+        """With work in `slot` due `at`; unchanged when one is due already between now and
+        then, or at most LATE after it (that one asks again if it must: once however often
+        asked meanwhile, and the same wait asked again a moment later is not put twice)."""
+        pending = dict(self.due).get(slot)
+        if pending is not None and now < pending <= at + LATE:
+            return self
+        return replace(self, due=(*((s, t) for s, t in self.due if s != slot), (slot, at)))
+
+    def done_later(self, slot: str, at: float) -> RunMemory:
+        """The work in `slot` that was due `at` has come (a newer one stays)."""
+        return replace(self, due=tuple((s, t) for s, t in self.due if (s, t) != (slot, at)))
 
     def reset(self, *names: str) -> RunMemory:
         """The memory with these fields back to what a run nothing is known of has."""

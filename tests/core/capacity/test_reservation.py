@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from controller.core.capacity import reservation, reservation_pod
@@ -171,3 +172,36 @@ def test_a_keeper_is_pinned_beside_the_balloon_and_mounts_nothing() -> None:
                       "topologyKey": "kubernetes.io/hostname"}]
     assert "volumes" not in pod["spec"]
     assert pod["spec"]["containers"][0]["volumeMounts"] == []
+
+
+def advanced(before: Seen, seconds: float) -> Seen:
+    """The same run `seconds` later, with no event meanwhile: its scout and its waiting balloon
+    older."""
+    return replace(
+        before, room=before.room and replace(before.room, age=before.room.age + seconds),
+        balloon_waiting=before.balloon_waiting + seconds if before.balloon_waiting else 0.0)
+
+
+WAITS = [seen()] + [
+    seen(room=room(age=age, node=node, halvings=halvings), balloon_node=anchor,
+         balloon_waiting=waited)
+    for age in (1, 19, 21, 59, 61) for node in ("", "n1") for anchor in (None, "n1")
+    for waited in (0.0, 10.0, 61.0) for halvings in (0, reservation.MAX_HALVINGS)
+]
+
+
+def test_a_run_is_tended_again_just_after_a_wait_that_may_change_its_step_runs_out() -> None:
+    """No sweep of every run: time alone changes nothing before recheck_after's answer (or
+    ever, when it is None), so a run tended then misses no wait running out."""
+    changed = 0
+    for case in WAITS:
+        step, again = reservation.decide(case), reservation.recheck_after(case)
+        quiet = 10_000.0 if again is None else again - reservation.PAST
+        for seconds in (0.0, quiet / 2, quiet):
+            assert reservation.decide(advanced(case, seconds)) == step, (case, seconds)
+        changed += again is not None and reservation.decide(advanced(case, again)) != step
+    assert changed >= 10
+    first = reservation.recheck_after(seen(room=room(age=1)))  # a new scout: said at 20 s
+    assert first == 19 + reservation.PAST
+    notice = reservation.decide(advanced(seen(room=room(age=1)), first)).notice
+    assert notice is not None and notice.reason == "WaitingForRoom"
