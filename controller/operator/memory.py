@@ -1,5 +1,5 @@
-"""Every run's memory (core/placement/memory.py), kept here and nowhere else; and under a key
-of their own (operator/observe.py's), what is remembered of a namespace and of the cluster.
+"""Every run's memory (core/placement/memory.py), kept here and nowhere else; and when what a
+namespace's decisions, or all decisions, read last changed (operator/observe.py's Settled).
 The live runs (`LiveRuns`) are those whose memory holds a body.
 
 A subject reads a run's memory with `get` and changes it with `update`, which replaces the
@@ -25,6 +25,9 @@ class Memories:
     def __init__(self) -> None:
         self._runs: dict[str, RunMemory] = {}
         self._numbers = 0  # the last number handed out
+        # What every decision of a namespace, or every decision, reads (operator/observe.py
+        # Settled: a namespace's name, or CLUSTER) -> the number of its last change.
+        self._changes: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def number(self) -> int:
@@ -32,6 +35,17 @@ class Memories:
         with self._lock:
             self._numbers += 1
             return self._numbers
+
+    def change(self, subject: str) -> None:
+        """What `subject`'s decisions read changed now: numbered after every number before."""
+        with self._lock:
+            self._numbers += 1
+            self._changes[subject] = self._numbers
+
+    def changed(self, *subjects: str) -> int:
+        """The number of the last change to any of these (0: none)."""
+        with self._lock:
+            return max((self._changes.get(s, 0) for s in subjects), default=0)
 
     def get(self, run_uid: str) -> RunMemory:
         with self._lock:
@@ -57,8 +71,7 @@ class Memories:
         return self.update(run_uid, lambda m: m.reset(*names))
 
     def runs(self, having: Callable[[RunMemory], object]) -> list[str]:
-        """The runs whose memory has it (`having` true of it). (A namespace's or the facts'
-        memory sets `changed` alone: no `having` that reads another field gives its key.)"""
+        """The runs whose memory has it (`having` true of it)."""
         return [uid for uid, _ in self.items(having)]
 
     def items(self, having: Callable[[RunMemory], object]) -> list[tuple[str, RunMemory]]:

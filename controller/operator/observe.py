@@ -132,19 +132,15 @@ class Observer:
 # that lost its place and listed again tells no listener what changed meanwhile).
 #
 # No lock here: what is settled, and when each run, namespace and the cluster's facts last
-# changed, is memory (operator/memory.py: the run's under its uid, a namespace's and the
-# facts' under keys of their own), each changed in one step under that module's one lock. A
+# changed, is memory (operator/memory.py: a run's in its RunMemory, a namespace's and the
+# facts' as Memories.changed), each changed in one step under that module's one lock. A
 # change is numbered (Memories.number) after the caches show it, and a decision takes a number
 # before it reads anything: a keep is in force only while no change to what it read has a
 # greater number. The round count is written by `next_round` alone, which only the resync calls,
 # one round at a time (faces/reconciler.resync_forever awaits each); the workers only read it.
 
-# The memory keys of a namespace's changes and of the cluster's facts' (no run's uid looks so).
-CLUSTER = "cluster/facts"
-
-
-def _namespace(name: str) -> str:
-    return "namespace/" + name
+# What every decision reads, as a subject of Memories.change (no namespace is named so).
+CLUSTER = "/cluster"
 
 
 def _spec(obj: Mapping[str, Any]) -> object:
@@ -216,9 +212,7 @@ class Settled:
     def _in_force(self, kept: Kept) -> bool:
         """No change to what every decision of its namespace reads, or every decision, came
         after its decision began (a change to the run itself takes its keep away: touch)."""
-        last = max(self.memory.get(_namespace(kept.namespace)).changed,
-                   self.memory.get(CLUSTER).changed)
-        return last <= kept.begun
+        return self.memory.changed(kept.namespace, CLUSTER) <= kept.begun
 
     # -- what changed ---------------------------------------------------------------------
 
@@ -229,7 +223,7 @@ class Settled:
                 uid, lambda m: replace(m, touched=max(m.touched, number), kept=None))
 
     def touch_namespace(self, namespace: str) -> None:
-        self._changed(_namespace(namespace))
+        self.memory.change(namespace)
 
     def touch_labelled(self, obj: Mapping[str, Any]) -> None:
         """Our own objects (balloons, their pods, reservation pods) name their run."""
@@ -253,11 +247,7 @@ class Settled:
         # where a pipeline last ran is read only by a run's first decision.
         if replace(old, policy_objects=(), warm_status={}) != replace(new, policy_objects=(),
                                                                       warm_status={}):
-            self._changed(CLUSTER)
-
-    def _changed(self, key: str) -> None:
-        number = self.memory.number()
-        self.memory.update(key, lambda m: replace(m, changed=max(m.changed, number)))
+            self.memory.change(CLUSTER)
 
     def listen_to(self, caches: Caches) -> None:
         caches.listen("balloons", self.touch_labelled, reads=_spec)

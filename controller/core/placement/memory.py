@@ -97,12 +97,9 @@ class RunMemory:
     unexplained: Move | None = None
     misplaced: frozenset[str] = field(default_factory=frozenset)
     # Settled (operator/observe.py): its "keep" the resync may leave alone, and the number of
-    # the last change to what its decision reads of the run. Under a namespace's key or the
-    # cluster's (operator/observe.py), `changed` alone: the number of the last change to what
-    # every decision there reads.
+    # the last change to what its decision reads of the run.
     kept: Kept | None = None
     touched: int = 0
-    changed: int = 0
     # Operator.later: the work put for later under the run's key, by slot, and when each is due
     # (time.monotonic()): a wait of any subject is a requeue, never a timer of its own.
     due: tuple[tuple[str, float], ...] = ()
