@@ -158,8 +158,9 @@ class LiveRuns:
             uid, lambda m: replace(m, body=body) if _live(m) else m))
 
     def drop(self, uid: str, only: Mapping[str, Any] | None = None) -> None:
-        """The run is no longer live (`only`: if this body is still the one held)."""
-        self.memory.update(uid, lambda m: m.reset("body", "reconciled")
+        """The run is no longer live (`only`: if this body is still the one held); what it had
+        put for later is moot."""
+        self.memory.update(uid, lambda m: m.reset("body", "reconciled", "due")
                            if only is None or m.body is only else m)
 
     def reconciled(self, uid: str) -> bool:
