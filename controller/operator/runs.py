@@ -105,17 +105,15 @@ class Operator:
     # -- PipelineRuns ----------------------------------------------------------------------
 
     def look(self, body: Mapping[str, Any], listed: bool = False) -> None:
-        """A look at a run that is no watch event (the resync's, a nudge), as the queue hands it
-        back: a snapshot an event has replaced since (or whose run ended) is left to that event,
-        or a stale body would put an ended run back among the live ones; `listed`: from the
-        resync's first list of every run, decided whatever the live runs say."""
+        """A look at a run that is no watch event (the resync's, a nudge): a body an event has
+        replaced since, or whose run ended, is left alone (it would make an ended run live);
+        `listed`: from the resync's first list of every run, decided whatever is live."""
         if listed or self.still_current(body):
             self.reconcile_run(body)
 
     def nudge(self, body: Mapping[str, Any]) -> None:
-        """The run is looked at again soon: on the work queue (Streams sets `submit`), so that
-        a failure is retried there and never breaks the watch whose event asked for it; in
-        place without a queue (the operator alone, in unit tests)."""
+        """The run looked at again soon, on the work queue (a failure is retried there, never
+        breaking the watch whose event asked); in place without a queue (unit tests)."""
         uid = str((body.get("metadata") or {}).get("uid") or "")
         if self.submit is not None:
             self.submit(uid, body, False)
@@ -151,13 +149,17 @@ class Operator:
             self.nudge(body)
 
     def _room_later(self, run_uid: str, seconds: float) -> None:
-        """Its reservation tended in `seconds`, by a look at the run (before its balloon is
-        made, a decision's plan is what is tended)."""
-        self.later(run_uid, "room", lambda: self._look_live(run_uid), seconds)
+        self.later(run_uid, "room", lambda: self._room_due(run_uid), seconds)
 
-    def _look_live(self, run_uid: str) -> None:
-        if (body := self.live.get(run_uid)) is not None:
+    def _room_due(self, run_uid: str) -> None:
+        """A wait of its reservation ran out: tended, or before its balloon is made (the plan
+        is what is tended then) looked at."""
+        body = self.live.get(run_uid)
+        ns = str(((body or {}).get("metadata") or {}).get("namespace") or "")
+        if body is not None and self.balloon_of(ns, balloon.balloon_name(run_uid)) is None:
             self.look(body)
+        else:
+            self.tend_room(run_uid)
 
     def on_run_pod(self, pod: Mapping[str, Any]) -> None:
         """A balloon or TaskRun pod of a run changed: its reservation may have to follow, and
@@ -181,8 +183,7 @@ class Operator:
     # -- nodes ----------------------------------------------------------------------------------
 
     def on_node(self, node: Mapping[str, Any], deleted: bool = False) -> None:
-        """Kept once, in the node index (what anchors, headroom and warm anchors read); then
-        the anchors on the node are looked at."""
+        """Kept in the node index (anchors, headroom, warm anchors read it); its anchors seen."""
         self.node_index.on_node(node, deleted=deleted)
         self.anchors.on_node(str((node.get("metadata") or {}).get("name") or ""))
 
@@ -198,8 +199,7 @@ class Operator:
         return self.kube.get_statefulset(namespace, name)
 
     def _lasting(self, run_uid: str) -> bool:
-        """The run is live, or the live runs are not all known yet (the first resync round
-        after this replica came to lead has not looked at every run)."""
+        """The run is live, or the live runs are not all known yet (the first resync round)."""
         return not self.marks.seeded or run_uid in self.live
 
     def forget_run(self, body: Mapping[str, Any]) -> None:
