@@ -420,23 +420,6 @@ def assign_uid_to_our_pods(real: Real, ns: str, uid: int) -> None:
         real.cluster.wait_for(applied, timeout=30, what="the UID-assigning policy applied")
 
 
-def wait_pinning(real: Real, ns: str) -> None:
-    """Until admission ties a TaskRun pod of `ns` to its run: after an install the policy's
-    bindings come a moment later, from the new leader. A dry-run pod tells."""
-    with real.cluster.api_client() as api:
-        core = client.CoreV1Api(api)
-
-        def pinned() -> bool:
-            pod = core.create_namespaced_pod(ns, {  # type: ignore[arg-type]
-                "metadata": {"generateName": "probe-", "labels": {
-                    "tekton.dev/pipelineRun": "probe", "tekton.dev/taskRun": "probe-t"}},
-                "spec": {"containers": [{"name": "c", "image": realimages.busybox()}]}},
-                dry_run="All")
-            return present(pod.spec).affinity is not None
-
-        real.cluster.wait_for(pinned, timeout=60, what=f"admission pins the pods of {ns}")
-
-
 def uid_of(real: Real, pod: client.V1Pod) -> list[str]:
     """The real, effective, saved and filesystem UIDs of the pod's first container's process, as
     the kernel sees them."""
@@ -460,7 +443,7 @@ def test_the_operator_and_the_balloon_run_under_an_arbitrary_uid_as_openshift_as
     assert real.cluster.wait_for(lambda: real_.leader(real), timeout=60, what="a leader")
 
     assign_uid_to_our_pods(real, s.ns, ARBITRARY_UID + 1)
-    wait_pinning(real, s.ns)
+    real_.wait_pinning(real, s.ns)
     node = real.nodes.nodes[0]
     realnode.local_volume(real.cluster, node, f"pv-{uuid.uuid4().hex[:6]}")
     run = s.start(write_and_read(tr.unique("uid"), tr.volume_claim_template()))
