@@ -264,7 +264,9 @@ def test_without_coscheduling_a_run_s_pods_spread_over_the_real_nodes_and_with_i
 def test_policy_and_webhook_mode_both_pin_real_pods(real: Real) -> None:
     """The same run under each admission mode the chart offers; the webhook reached through our
     Service with the chart's TLS."""
-    for mode in ("policy", "webhook"):  # the order the other scenarios leave and want
+    # The order the other scenarios leave and want: the rollout's, next in this file, is webhook
+    # mode as this one leaves it (each change of mode is an uninstall and an install).
+    for mode in ("policy", "webhook"):
         install(real, mode)
         ns = real_.namespace(real, f"rm-{uuid.uuid4().hex[:6]}", {names.NAMESPACE_LABEL: "true"})
         with PodRecorder(real.cluster, ns) as recorder:
@@ -274,35 +276,6 @@ def test_policy_and_webhook_mode_both_pin_real_pods(real: Real) -> None:
             assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded"), mode
             assert len({p.node for p in recorder.pods(run["metadata"]["uid"])}) == 1
             s.close()
-
-
-def test_replicas_keeping_their_own_certificate_serve_the_webhook_through_the_service(
-    real: Real,
-) -> None:
-    """webhook.tls.mode controller in the chart's own pods: the first replica makes the pair
-    into its Secret (in /tmp, the pods' only writable place), both serve it, the webhook
-    configuration trusts its CA, and a real run is pinned through the Service."""
-    install(real, "webhook", {"webhook.tls.mode": "controller"})
-    with real.cluster.api_client() as api:
-        core = client.CoreV1Api(api)
-        try:
-            secret = core.read_namespaced_secret(f"{FULLNAME}-webhook-tls", NAMESPACE)
-            hooks = client.AdmissionregistrationV1Api(api).read_mutating_webhook_configuration(
-                FULLNAME).webhooks
-            assert {h.client_config.ca_bundle for h in present(hooks)} == {present(secret.data)["ca.crt"]}
-            ns = real_.namespace(real, f"own-{uuid.uuid4().hex[:6]}",
-                                 {names.NAMESPACE_LABEL: "true"})
-            with PodRecorder(real.cluster, ns) as recorder:
-                s = Runs(real.cluster, ns, recorder)
-                node = real.nodes.nodes[1]
-                realnode.local_volume(real.cluster, node, f"pv-{uuid.uuid4().hex[:6]}")
-                run = s.start(write_and_read(tr.unique("own"), tr.volume_claim_template()))
-                assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded")
-                assert_co_located(s, run, node.name, real_.TASKS)
-                s.close()
-        finally:
-            # The Secret is not the release's: gone, a later install in `generate` mode makes its own.
-            core.delete_namespaced_secret(f"{FULLNAME}-webhook-tls", NAMESPACE)
 
 
 def test_a_rollout_restart_and_a_killed_leader_fail_no_pod_creation_through_the_service(
@@ -348,6 +321,35 @@ def test_a_rollout_restart_and_a_killed_leader_fail_no_pod_creation_through_the_
     for run in made:
         assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded")
         assert len({p.node for p in s.recorder.pods(run["metadata"]["uid"])}) == 1
+
+
+def test_replicas_keeping_their_own_certificate_serve_the_webhook_through_the_service(
+    real: Real,
+) -> None:
+    """webhook.tls.mode controller in the chart's own pods: the first replica makes the pair
+    into its Secret (in /tmp, the pods' only writable place), both serve it, the webhook
+    configuration trusts its CA, and a real run is pinned through the Service."""
+    install(real, "webhook", {"webhook.tls.mode": "controller"})
+    with real.cluster.api_client() as api:
+        core = client.CoreV1Api(api)
+        try:
+            secret = core.read_namespaced_secret(f"{FULLNAME}-webhook-tls", NAMESPACE)
+            hooks = client.AdmissionregistrationV1Api(api).read_mutating_webhook_configuration(
+                FULLNAME).webhooks
+            assert {h.client_config.ca_bundle for h in present(hooks)} == {present(secret.data)["ca.crt"]}
+            ns = real_.namespace(real, f"own-{uuid.uuid4().hex[:6]}",
+                                 {names.NAMESPACE_LABEL: "true"})
+            with PodRecorder(real.cluster, ns) as recorder:
+                s = Runs(real.cluster, ns, recorder)
+                node = real.nodes.nodes[1]
+                realnode.local_volume(real.cluster, node, f"pv-{uuid.uuid4().hex[:6]}")
+                run = s.start(write_and_read(tr.unique("own"), tr.volume_claim_template()))
+                assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded")
+                assert_co_located(s, run, node.name, real_.TASKS)
+                s.close()
+        finally:
+            # The Secret is not the release's: gone, a later install in `generate` mode makes its own.
+            core.delete_namespaced_secret(f"{FULLNAME}-webhook-tls", NAMESPACE)
 
 
 def test_a_large_step_image_is_pulled_at_its_size(real: Real) -> None:
