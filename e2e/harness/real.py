@@ -30,6 +30,8 @@ from typing import Any
 
 from kubernetes import client
 
+from controller.core.basics import names
+
 from . import chart
 from . import tekton_runs as tr
 from .cluster import LocalCluster, images, present, project_image, realhost, realimages, realnode
@@ -161,6 +163,34 @@ def install(real: Real, mode: str, values: Mapping[str, Any] | None = None) -> N
         "config.balloon.imagePullSecrets": secrets, **(values or {})}, keep_deployment=True)
     real.mode = wanted
     realnode.wait_pods_ready(real.cluster, NAMESPACE, SELECTOR, 2, timeout=180)
+    # Ready replicas are not yet admission: in policy mode the leader makes the policy's
+    # bindings once it leads, a few seconds later (a run started before then is not pinned).
+    wait_pinning(real, PROBE_NAMESPACE)
+
+
+PROBE_NAMESPACE = "pin-probe"  # opted in, holds no pod: dry runs ask admission in it
+
+
+def wait_pinning(real: Real, ns: str, timeout: float = 120) -> None:
+    """Until admission ties a TaskRun pod of `ns` (opted in) to its run. A dry-run pod tells."""
+    with real.cluster.api_client() as api:
+        core = client.CoreV1Api(api)
+        try:
+            core.read_namespace(ns)
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+            real.cluster.create_namespace(ns, {names.NAMESPACE_LABEL: "true"})
+
+        def pinned() -> bool:
+            pod = core.create_namespaced_pod(ns, {  # type: ignore[arg-type]
+                "metadata": {"generateName": "probe-", "labels": {
+                    "tekton.dev/pipelineRun": "probe", "tekton.dev/taskRun": "probe-t"}},
+                "spec": {"containers": [{"name": "c", "image": realimages.busybox()}]}},
+                dry_run="All")
+            return present(pod.spec).affinity is not None
+
+        real.cluster.wait_for(pinned, timeout=timeout, what=f"admission pins the pods of {ns}")
 
 
 def uninstall(real: Real) -> None:

@@ -264,7 +264,9 @@ def test_without_coscheduling_a_run_s_pods_spread_over_the_real_nodes_and_with_i
 def test_policy_and_webhook_mode_both_pin_real_pods(real: Real) -> None:
     """The same run under each admission mode the chart offers; the webhook reached through our
     Service with the chart's TLS."""
-    for mode in ("policy", "webhook"):  # the order the other scenarios leave and want
+    # The order the other scenarios leave and want: the rollout's, next in this file, is webhook
+    # mode as this one leaves it (each change of mode is an uninstall and an install).
+    for mode in ("policy", "webhook"):
         install(real, mode)
         ns = real_.namespace(real, f"rm-{uuid.uuid4().hex[:6]}", {names.NAMESPACE_LABEL: "true"})
         with PodRecorder(real.cluster, ns) as recorder:
@@ -274,35 +276,6 @@ def test_policy_and_webhook_mode_both_pin_real_pods(real: Real) -> None:
             assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded"), mode
             assert len({p.node for p in recorder.pods(run["metadata"]["uid"])}) == 1
             s.close()
-
-
-def test_replicas_keeping_their_own_certificate_serve_the_webhook_through_the_service(
-    real: Real,
-) -> None:
-    """webhook.tls.mode controller in the chart's own pods: the first replica makes the pair
-    into its Secret (in /tmp, the pods' only writable place), both serve it, the webhook
-    configuration trusts its CA, and a real run is pinned through the Service."""
-    install(real, "webhook", {"webhook.tls.mode": "controller"})
-    with real.cluster.api_client() as api:
-        core = client.CoreV1Api(api)
-        try:
-            secret = core.read_namespaced_secret(f"{FULLNAME}-webhook-tls", NAMESPACE)
-            hooks = client.AdmissionregistrationV1Api(api).read_mutating_webhook_configuration(
-                FULLNAME).webhooks
-            assert {h.client_config.ca_bundle for h in present(hooks)} == {present(secret.data)["ca.crt"]}
-            ns = real_.namespace(real, f"own-{uuid.uuid4().hex[:6]}",
-                                 {names.NAMESPACE_LABEL: "true"})
-            with PodRecorder(real.cluster, ns) as recorder:
-                s = Runs(real.cluster, ns, recorder)
-                node = real.nodes.nodes[1]
-                realnode.local_volume(real.cluster, node, f"pv-{uuid.uuid4().hex[:6]}")
-                run = s.start(write_and_read(tr.unique("own"), tr.volume_claim_template()))
-                assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded")
-                assert_co_located(s, run, node.name, real_.TASKS)
-                s.close()
-        finally:
-            # The Secret is not the release's: gone, a later install in `generate` mode makes its own.
-            core.delete_namespaced_secret(f"{FULLNAME}-webhook-tls", NAMESPACE)
 
 
 def test_a_rollout_restart_and_a_killed_leader_fail_no_pod_creation_through_the_service(
@@ -348,6 +321,35 @@ def test_a_rollout_restart_and_a_killed_leader_fail_no_pod_creation_through_the_
     for run in made:
         assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded")
         assert len({p.node for p in s.recorder.pods(run["metadata"]["uid"])}) == 1
+
+
+def test_replicas_keeping_their_own_certificate_serve_the_webhook_through_the_service(
+    real: Real,
+) -> None:
+    """webhook.tls.mode controller in the chart's own pods: the first replica makes the pair
+    into its Secret (in /tmp, the pods' only writable place), both serve it, the webhook
+    configuration trusts its CA, and a real run is pinned through the Service."""
+    install(real, "webhook", {"webhook.tls.mode": "controller"})
+    with real.cluster.api_client() as api:
+        core = client.CoreV1Api(api)
+        try:
+            secret = core.read_namespaced_secret(f"{FULLNAME}-webhook-tls", NAMESPACE)
+            hooks = client.AdmissionregistrationV1Api(api).read_mutating_webhook_configuration(
+                FULLNAME).webhooks
+            assert {h.client_config.ca_bundle for h in present(hooks)} == {present(secret.data)["ca.crt"]}
+            ns = real_.namespace(real, f"own-{uuid.uuid4().hex[:6]}",
+                                 {names.NAMESPACE_LABEL: "true"})
+            with PodRecorder(real.cluster, ns) as recorder:
+                s = Runs(real.cluster, ns, recorder)
+                node = real.nodes.nodes[1]
+                realnode.local_volume(real.cluster, node, f"pv-{uuid.uuid4().hex[:6]}")
+                run = s.start(write_and_read(tr.unique("own"), tr.volume_claim_template()))
+                assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded")
+                assert_co_located(s, run, node.name, real_.TASKS)
+                s.close()
+        finally:
+            # The Secret is not the release's: gone, a later install in `generate` mode makes its own.
+            core.delete_namespaced_secret(f"{FULLNAME}-webhook-tls", NAMESPACE)
 
 
 def test_a_large_step_image_is_pulled_at_its_size(real: Real) -> None:
@@ -420,23 +422,6 @@ def assign_uid_to_our_pods(real: Real, ns: str, uid: int) -> None:
         real.cluster.wait_for(applied, timeout=30, what="the UID-assigning policy applied")
 
 
-def wait_pinning(real: Real, ns: str) -> None:
-    """Until admission ties a TaskRun pod of `ns` to its run: after an install the policy's
-    bindings come a moment later, from the new leader. A dry-run pod tells."""
-    with real.cluster.api_client() as api:
-        core = client.CoreV1Api(api)
-
-        def pinned() -> bool:
-            pod = core.create_namespaced_pod(ns, {  # type: ignore[arg-type]
-                "metadata": {"generateName": "probe-", "labels": {
-                    "tekton.dev/pipelineRun": "probe", "tekton.dev/taskRun": "probe-t"}},
-                "spec": {"containers": [{"name": "c", "image": realimages.busybox()}]}},
-                dry_run="All")
-            return present(pod.spec).affinity is not None
-
-        real.cluster.wait_for(pinned, timeout=60, what=f"admission pins the pods of {ns}")
-
-
 def uid_of(real: Real, pod: client.V1Pod) -> list[str]:
     """The real, effective, saved and filesystem UIDs of the pod's first container's process, as
     the kernel sees them."""
@@ -460,7 +445,7 @@ def test_the_operator_and_the_balloon_run_under_an_arbitrary_uid_as_openshift_as
     assert real.cluster.wait_for(lambda: real_.leader(real), timeout=60, what="a leader")
 
     assign_uid_to_our_pods(real, s.ns, ARBITRARY_UID + 1)
-    wait_pinning(real, s.ns)
+    real_.wait_pinning(real, s.ns)
     node = real.nodes.nodes[0]
     realnode.local_volume(real.cluster, node, f"pv-{uuid.uuid4().hex[:6]}")
     run = s.start(write_and_read(tr.unique("uid"), tr.volume_claim_template()))

@@ -158,19 +158,6 @@ def admission_objects(publisher: Publisher) -> list[str]:
             if d and ("Admission" in d["kind"] or "Webhook" in d["kind"])]
 
 
-def wait_pinning(real: Real, ns: str) -> None:
-    """Until admission pins a TaskRun pod in `ns`: in policy mode the leader makes the policy's
-    bindings once it leads, a few seconds after the replicas are Ready (a dry-run pod tells)."""
-    pod = {"metadata": {"name": "probe", "labels": {
-               "tekton.dev/pipelineRun": "probe", "tekton.dev/taskRun": "probe-t"}},
-           "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
-    with real.cluster.api_client() as api:
-        core = client.CoreV1Api(api)
-        real.cluster.wait_for(
-            lambda: core.create_namespaced_pod(ns, pod, dry_run="All").spec.affinity is not None,  # type: ignore[arg-type,union-attr]
-            timeout=120, what=f"admission pins TaskRun pods in {ns}")
-
-
 def controller_images(real: Real) -> set[str]:
     return {str(p.spec.containers[0].image)  # type: ignore[union-attr]
             for p in realnode.pods(real.cluster, NAMESPACE, real_.SELECTOR)}
@@ -279,7 +266,7 @@ def released(real: Real, publisher: Publisher, tmp_path: Path, clock: Clock,
     with PodRecorder(real.cluster, ns) as recorder:
         s = Runs(real.cluster, ns, recorder)
         try:
-            wait_pinning(real, ns)
+            real_.wait_pinning(real, ns)
             volume(real, real.nodes.nodes[0])
             run = s.start(real_.write_and_read(tr.unique("release"), tr.volume_claim_template()))
             anchor = s.anchor(run, timeout=120)
@@ -307,7 +294,7 @@ def released(real: Real, publisher: Publisher, tmp_path: Path, clock: Clock,
                     *tr.TEKTON, ns, "pipelineruns", r["metadata"]["name"])  # type: ignore[assignment]
                 assert tr.outcome(live) is None, tr.succeeded_condition(live)
             # ...and a run anchored by the second version, beside them.
-            wait_pinning(real, ns)
+            real_.wait_pinning(real, ns)
             volume(real, real.nodes.nodes[0])
             after = s.start(real_.write_and_read(tr.unique("after"), tr.volume_claim_template()))
             for r in in_flight:
