@@ -1,0 +1,77 @@
+"""Beside Tekton's affinity assistant (issue 48): with the assistant on, in any of its modes, the
+runs of a namespace that opted in are anchored by tekton-coscheduler and every other namespace's
+by Tekton's assistant alone, as without us. Real Tekton controller, scheduler and StatefulSet
+controller; Tekton's feature flags switched for the scenario and put back after it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client
+
+from controller.core.model.assistant import pinned_to_assistant
+from e2e.harness import tekton_runs as tr
+from e2e.harness.cluster import ClusterHandle, name_of
+from e2e.harness.cluster import tekton as tekton_cluster
+from e2e.harness.coscheduler import Coscheduler
+from e2e.harness.runs import Runs, assert_co_located, our_terms
+from e2e.harness.tekton_runs import FAN_OUT, FETCH, PUBLISH
+
+pytestmark = pytest.mark.e2e
+
+ALL_TASKS = [FETCH, *FAN_OUT, PUBLISH]
+ASSISTANT = "app.kubernetes.io/component=affinity-assistant"
+
+
+@pytest.fixture
+def assistant_mode(cluster: ClusterHandle, coscheduler: Coscheduler,
+                   request: pytest.FixtureRequest) -> Iterator[str]:
+    """Tekton's assistant in the scenario's mode, and off again after it (the suite's
+    default), each once Tekton's controller and the operator act on it."""
+    mode = str(request.param)
+    switch(cluster, coscheduler, mode)
+    try:
+        yield mode
+    finally:
+        switch(cluster, coscheduler, None)
+
+
+def switch(cluster: ClusterHandle, coscheduler: Coscheduler, mode: str | None) -> None:
+    tekton_cluster.configure(cluster, {"coschedule": mode} if mode else None)
+    cluster.wait_for(
+        lambda: coscheduler.metric("tekton_coscheduler_tekton_affinity_assistant_enabled")
+        == (1 if mode else 0), timeout=30, what=f"the operator sees the assistant {mode or 'off'}")
+
+
+def assistants(cluster: ClusterHandle, namespace: str) -> list[str]:
+    """Tekton's placeholders in the namespace: its affinity assistants' StatefulSets."""
+    with cluster.api_client() as api:
+        found = client.AppsV1Api(api).list_namespaced_stateful_set(
+            namespace, label_selector=ASSISTANT)
+    return [name_of(s) for s in found.items]
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("assistant_mode", ["workspaces", "pipelineruns", "isolate-pipelinerun"],
+                         indirect=True)
+def test_with_the_assistant_on_opted_in_runs_are_ours_and_the_others_tekton_s(
+    cluster: ClusterHandle, assistant_mode: str, runs: Runs, unlabelled: Runs
+) -> None:
+    """A run in an opted-in namespace and one in a namespace that did not, at once: ours gets a
+    balloon, our term on every pod and the Anchored Event; theirs gets Tekton's placeholder,
+    Tekton's term on every pod, and no object or term of ours. Both succeed on one node each."""
+    ours = runs.start(tr.fan_out_fan_in(tr.unique("ours")))
+    theirs = unlabelled.start(tr.fan_out_fan_in(tr.unique("theirs")))
+    anchor = runs.anchor(ours)
+    assert tr.outcome(runs.done(ours)) == ("True", "Succeeded")
+    assert_co_located(runs, ours, anchor, ALL_TASKS)
+    assert anchor in runs.said(ours, "Anchored").message
+    assert tr.outcome(unlabelled.done(theirs)) == ("True", "Succeeded")
+    pods = unlabelled.recorder.pods(theirs["metadata"]["uid"])
+    assert sorted(p.task for p in pods) == sorted(ALL_TASKS)
+    assert len({p.node for p in pods}) == 1, {p.name: p.node for p in pods}
+    assert [p.name for p in pods if our_terms(p)] == []
+    assert all(pinned_to_assistant(p.spec) for p in pods), [p.name for p in pods]
+    assert unlabelled.balloons() == []
+    assert assistants(cluster, unlabelled.ns), "Tekton made no placeholder for its run"
