@@ -1,8 +1,18 @@
-"""Pure: Tekton's own affinity assistant, as its feature flags and the pods it pins say: whether
-it is on, and which assistant a pod must run beside."""
+"""Pure: Tekton's own affinity assistant, as its feature flags and the pods it pins say: its
+mode, which assistant a pod must run beside, which pods are its placeholders, and the parts of
+their specs that admission takes away in a namespace that opted in.
+
+Tekton v1.15 (pkg/reconciler/pipelinerun/affinity_assistant.go, pkg/internal/affinityassistant):
+a placeholder StatefulSet per claim (`workspaces`) or per run (`pipelineruns`,
+`isolate-pipelinerun`), its pod labelled with every label of the run plus tekton.dev/pipelineRun,
+app.kubernetes.io/instance and app.kubernetes.io/component=affinity-assistant; a TaskRun pod pinned
+to it by one appended required term on those two labels; placeholders repelling each other on a
+node, required in `isolate-pipelinerun`, preferred otherwise.
+"""
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,8 +20,30 @@ from controller.core.model.tekton import (
     AFFINITY_ASSISTANT_COMPONENT,
     LABEL_COMPONENT,
     LABEL_INSTANCE,
+    LABEL_PIPELINE_RUN,
     _dict,
 )
+
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+class Mode(enum.StrEnum):
+    """Tekton's `coschedule` feature flag (pkg/apis/config/feature_flags.go)."""
+
+    DISABLED = "disabled"
+    WORKSPACES = "workspaces"  # the default: a placeholder per claim
+    PIPELINERUNS = "pipelineruns"  # alpha: one per run
+    ISOLATE_PIPELINERUN = "isolate-pipelinerun"  # alpha: one per run, one run per node
+
+
+def mode(feature_flags: Mapping[str, Any] | None) -> Mode | None:
+    """The assistant's mode; absent flags mean Tekton's default. None: a value Tekton does not
+    know (its controller refuses to start with it)."""
+    value = str(_dict(feature_flags).get("coschedule", Mode.WORKSPACES)).strip()
+    try:
+        return Mode(value)
+    except ValueError:
+        return None
 
 
 def _assistant_selectors(pod_spec: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -22,6 +54,47 @@ def _assistant_selectors(pod_spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     selectors = [_dict(_dict(_dict(t).get("labelSelector")).get("matchLabels"))
                  for t in (terms if isinstance(terms, list) else [])]
     return [s for s in selectors if s.get(LABEL_COMPONENT) == AFFINITY_ASSISTANT_COMPONENT]
+
+
+def placeholder_run(labels: Mapping[str, Any]) -> str:
+    """The run whose placeholder a pod is (Tekton's assistant's StatefulSet pod); "" for any
+    other pod."""
+    if labels.get(LABEL_COMPONENT) != AFFINITY_ASSISTANT_COMPONENT:
+        return ""
+    run = labels.get(LABEL_PIPELINE_RUN)
+    return run if isinstance(run, str) else ""
+
+
+def _selects_assistant(term: Any, instance: bool) -> bool:
+    labels = _dict(_dict(_dict(term).get("labelSelector")).get("matchLabels"))
+    return (labels.get(LABEL_COMPONENT) == AFFINITY_ASSISTANT_COMPONENT
+            and (LABEL_INSTANCE in labels) is instance)
+
+
+def _removals(pod_spec: Mapping[str, Any], kind: str, instance: bool) -> list[dict[str, Any]]:
+    """JSONPatch operations that take away the required terms of `kind` (podAffinity or
+    podAntiAffinity) selecting an assistant, by index, the last first (each removal shifts
+    the ones after it)."""
+    terms = _dict(_dict(pod_spec.get("affinity")).get(kind)).get(REQUIRED)
+    if not isinstance(terms, list):
+        return []
+    path = f"/spec/affinity/{kind}/{REQUIRED}"
+    return [{"op": "remove", "path": f"{path}/{i}"}
+            for i in reversed(range(len(terms))) if _selects_assistant(terms[i], instance)]
+
+
+def unpin(pod_spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What takes Tekton's term off a TaskRun pod: in a namespace that opted in, ours stands in
+    its place (the scheduler wants ONE pod matching all of a pod's required terms, and no pod is
+    both the placeholder and our balloon), and the placeholder itself follows the balloon."""
+    return _removals(pod_spec, "podAffinity", instance=True)
+
+
+def unrepel(pod_spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What takes a placeholder's required anti-affinity to every other placeholder off
+    (`isolate-pipelinerun`): in a namespace that opted in, two runs anchored on one node must
+    not wait for each other's placeholder for good; the namespace's policy says isolation."""
+    return _removals(pod_spec, "podAntiAffinity", instance=False)
 
 
 def pinned_to_assistant(pod_spec: Mapping[str, Any]) -> bool:

@@ -1,0 +1,86 @@
+"""Tekton's affinity assistant as its pods show it: its mode, its placeholders, and the parts of
+their specs admission takes away in a namespace that opted in (Tekton v1.15's shapes)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jsonpatch
+import pytest
+
+from controller.core.model import assistant
+from controller.core.model.assistant import Mode
+
+AA = "affinity-assistant-c7b485007a"
+PINNED = {"labelSelector": {"matchLabels": {"app.kubernetes.io/instance": AA,
+                                            "app.kubernetes.io/component": "affinity-assistant"}},
+          "topologyKey": "kubernetes.io/hostname"}
+REPEL = {"labelSelector": {"matchLabels": {"app.kubernetes.io/component": "affinity-assistant"}},
+         "topologyKey": "kubernetes.io/hostname"}
+USERS = {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": "zone"}
+
+
+@pytest.mark.parametrize(("flags", "expected"), [
+    (None, Mode.WORKSPACES), ({}, Mode.WORKSPACES), ({"coschedule": "disabled"}, Mode.DISABLED),
+    ({"coschedule": " pipelineruns "}, Mode.PIPELINERUNS),
+    ({"coschedule": "isolate-pipelinerun"}, Mode.ISOLATE_PIPELINERUN),
+    ({"coschedule": "sometimes"}, None),
+])
+def test_the_mode_is_tekton_s_flag_and_its_default_is_workspaces(
+        flags: dict[str, str] | None, expected: Mode | None) -> None:
+    assert assistant.mode(flags) is expected
+
+
+def test_a_placeholder_names_its_run_and_no_other_pod_does() -> None:
+    labels = {"app.kubernetes.io/component": "affinity-assistant",
+              "app.kubernetes.io/instance": AA, "tekton.dev/pipelineRun": "build-42"}
+    assert assistant.placeholder_run(labels) == "build-42"
+    assert assistant.placeholder_run({**labels, "app.kubernetes.io/component": "balloon"}) == ""
+    assert assistant.placeholder_run({"tekton.dev/pipelineRun": "build-42",
+                                      "tekton.dev/taskRun": "build-42-fetch"}) == ""
+
+
+def spec(kind: str, *terms: dict[str, Any]) -> dict[str, Any]:
+    return {"containers": [], "affinity": {kind: {assistant.REQUIRED: list(terms)}}}
+
+
+def applied(pod_spec: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
+    return jsonpatch.apply_patch({"spec": copy.deepcopy(pod_spec)}, ops)["spec"]  # type: ignore[no-any-return]
+
+
+def test_tekton_s_term_is_taken_off_a_task_pod_and_the_user_s_terms_stay() -> None:
+    pod = spec("podAffinity", USERS, PINNED, USERS)
+    after = applied(pod, assistant.unpin(pod))
+    assert after["affinity"]["podAffinity"][assistant.REQUIRED] == [USERS, USERS]
+    assert not assistant.pinned_to_assistant(after)
+    assert assistant.unpin(after) == []  # replayed: nothing more to take
+
+
+def test_a_placeholder_s_required_repulsion_goes_and_its_preference_stays() -> None:
+    pod = spec("podAntiAffinity", REPEL)
+    pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] = [
+        {"weight": 100, "podAffinityTerm": REPEL}]
+    after = applied(pod, assistant.unrepel(pod))
+    assert after["affinity"]["podAntiAffinity"][assistant.REQUIRED] == []
+    assert after["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"] == REPEL
+
+
+@pytest.mark.parametrize("pod_spec", [
+    {}, {"affinity": None}, {"affinity": {"podAffinity": {assistant.REQUIRED: "x"}}},
+    {"affinity": {"podAffinity": {assistant.REQUIRED: [None, 3, {"labelSelector": []}]}}},
+])
+def test_a_spec_of_any_shape_gets_an_answer_and_loses_nothing(pod_spec: dict[str, Any]) -> None:
+    assert assistant.unpin(pod_spec) == [] and assistant.unrepel(pod_spec) == []
+
+
+def test_every_term_of_tekton_s_goes_however_many_there_are_and_only_those() -> None:
+    """Tekton's own aliasing can give a pod a term twice (its pod template's affinity is
+    appended to in place); a user's term naming the assistants in another way stays."""
+    pod = spec("podAntiAffinity", REPEL, PINNED, USERS, REPEL)
+    assert applied(pod, assistant.unrepel(pod))["affinity"]["podAntiAffinity"][
+        assistant.REQUIRED] == [PINNED, USERS]
+    pod = spec("podAffinity", PINNED, REPEL, PINNED)
+    assert applied(pod, assistant.unpin(pod))["affinity"]["podAffinity"][
+        assistant.REQUIRED] == [REPEL]
