@@ -78,6 +78,10 @@ def _answer(body: bytes, facts: admission.Facts, metrics: Metrics,
             run=run.name if run else None,
             gated=decision.gated,
         )
+    elif decision.outcome is admission.Outcome.PLACEHOLDER:
+        log.info("Tekton's placeholder held for its run's anchor",
+                 namespace=request.get("namespace"), pod=request.get("name"),
+                 run=decision.run.name if decision.run else None)
     elif decision.run is not None:
         log.debug(
             "pod left alone",

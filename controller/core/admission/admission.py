@@ -29,8 +29,7 @@ class Outcome(enum.StrEnum):
     NOT_POD_CREATE = "not-a-pod-create"
     NAMESPACE_DISABLED = "namespace-disabled"
     OPTED_OUT = "opted-out"
-    TEKTON_ASSISTANT_ON = "tekton-assistant-on"
-    TEKTON_ASSISTANT_PINNED = "tekton-assistant-pinned"
+    PLACEHOLDER = "tekton-placeholder-held"
     NOT_SYNCED = "not-synced"
     INVALID_LABELS = "invalid-labels"
     INVALID_OBJECT = "invalid-object"
@@ -42,8 +41,6 @@ class Facts(Protocol):
 
     @property
     def synced(self) -> bool: ...
-    @property
-    def assistant_blocks(self) -> bool: ...
     def namespace_enabled(self, namespace: str) -> bool: ...
     def topology_key(self, namespace: str) -> str: ...
 
@@ -100,10 +97,12 @@ def decide(request: Mapping[str, Any], facts: Facts, gate_first_pods: bool = Fal
         return Decision(Outcome.NOT_POD_CREATE)
     meta = _mapping(obj.get("metadata"))
     labels = _mapping(meta.get("labels"))
+    namespace = request.get("namespace") or meta.get("namespace") or ""
+    if placeholder := assistant.placeholder_run(labels):
+        return _placeholder(obj, placeholder, namespace, facts)
     run = tekton.task_run_pod_run(labels)
     if run is None:
         return Decision(Outcome.NOT_TASKRUN_POD)
-    namespace = request.get("namespace") or meta.get("namespace") or ""
     if not isinstance(obj.get("spec"), dict):
         # No patch can add to a spec that is not an object; the API server never sends one.
         return Decision(Outcome.INVALID_OBJECT, run=run)
@@ -111,11 +110,6 @@ def decide(request: Mapping[str, Any], facts: Facts, gate_first_pods: bool = Fal
     annotations = _mapping(meta.get("annotations"))
     if affinity.carries_our_term(spec):
         return Decision(Outcome.ALREADY, run=run)
-    if assistant.pinned_to_assistant(spec):
-        # Tekton pinned it to its own assistant (its TaskRun was made while coschedule was on).
-        # The scheduler wants ONE pod matching all of a pod's required affinity terms, and no
-        # pod is both that assistant and our balloon: a second term would keep it pending.
-        return Decision(Outcome.TEKTON_ASSISTANT_PINNED, run=run)
     if not facts.synced:
         return Decision(Outcome.NOT_SYNCED, run=run)
     # A pod of a run that has its balloon keeps its term to the run's end, whatever the
@@ -126,13 +120,15 @@ def decide(request: Mapping[str, Any], facts: Facts, gate_first_pods: bool = Fal
         return Decision(Outcome.NAMESPACE_DISABLED, run=run)
     if tekton.opted_out(annotations) and not anchored:
         return Decision(Outcome.OPTED_OUT, run=run)
-    if facts.assistant_blocks:
-        return Decision(Outcome.TEKTON_ASSISTANT_ON, run=run)
     key = (mark.topology_key(annotations) if anchored else None) or facts.topology_key(namespace)
     term = affinity.term_for(run, key)
     if term is None:
         return Decision(Outcome.INVALID_LABELS, run=run)
-    ops = affinity.patch_for(spec, term)
+    # Tekton's assistant pinned it to its placeholder: the scheduler wants ONE pod matching
+    # every required term of a pod, and none is both that placeholder and our balloon, so
+    # Tekton's term goes and ours stands in its place (the placeholder follows the balloon).
+    # The removals come first: the term is then appended to what is left.
+    ops = [*assistant.unpin(spec), *affinity.patch_for(spec, term)]
     if not anchored:
         ops = [*ops, *mark.tie(labels)]
     # Only a pod that names its run's uid: the leader finds the pods it releases by it.
@@ -140,6 +136,26 @@ def decide(request: Mapping[str, Any], facts: Facts, gate_first_pods: bool = Fal
     if gated:
         ops = [*ops, *gate.add(spec)]
     return Decision(Outcome.PATCHED, tuple(ops), run, gated)
+
+
+def _placeholder(obj: Mapping[str, Any], run: str, namespace: Any, facts: Facts) -> Decision:
+    """The placeholder pod of Tekton's assistant: in an opted-in namespace it mounts the run's
+    claims, so it is held by its own gate until the leader has given it the anchor's node (or
+    let it go where it will, for a run that gets no balloon); isolate-pipelinerun's required
+    repulsion of other placeholders goes, or two runs anchored on one node would hold each
+    other's placeholder for good. Another namespace's is Tekton's alone."""
+    ref = tekton.RunRef(name=run, uid="")
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return Decision(Outcome.INVALID_OBJECT, run=ref)
+    if gate.held(spec, gate.PLACEHOLDER_GATE):
+        return Decision(Outcome.ALREADY, run=ref)
+    if not facts.synced:
+        return Decision(Outcome.NOT_SYNCED, run=ref)
+    if not isinstance(namespace, str) or not facts.namespace_enabled(namespace):
+        return Decision(Outcome.NAMESPACE_DISABLED, run=ref)
+    ops = [*assistant.unrepel(spec), *gate.add(spec, gate.PLACEHOLDER_GATE)]
+    return Decision(Outcome.PLACEHOLDER, tuple(ops), ref, gated=True)
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

@@ -23,22 +23,26 @@ from typing import Any, Final
 from controller.core.basics import names
 
 GATE: Final = f"{names.DOMAIN}/anchor"
+# Holds the placeholder of Tekton's assistant in an opted-in namespace until the leader has
+# given it its run's anchor's node (it mounts the run's claims: elsewhere it would take them).
+PLACEHOLDER_GATE: Final = f"{names.DOMAIN}/placeholder"
 
 
-def held(spec: Mapping[str, Any]) -> bool:
-    """Does the pod carry our gate?"""
+def held(spec: Mapping[str, Any], name: str = GATE) -> bool:
+    """Does the pod carry our gate (or the one named)?"""
     gates = spec.get("schedulingGates")
     return isinstance(gates, list) and any(
-        isinstance(g, dict) and g.get("name") == GATE for g in gates)
+        isinstance(g, dict) and g.get("name") == name for g in gates)
 
 
-def add(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """JSONPatch operations that add the gate to a pod's spec (none if it has it)."""
-    if held(spec):
+def add(spec: Mapping[str, Any], name: str = GATE) -> list[dict[str, Any]]:
+    """JSONPatch operations that add the gate (or the one named) to a pod's spec (none if it
+    has it)."""
+    if held(spec, name):
         return []
     if isinstance(spec.get("schedulingGates"), list):
-        return [{"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": GATE}}]
-    return [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GATE}]}]
+        return [{"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": name}}]
+    return [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": name}]}]
 
 
 def release() -> dict[str, Any]:

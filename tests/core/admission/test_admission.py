@@ -44,21 +44,18 @@ def test_topology_key_comes_from_the_namespace_policy(facts: StaticFacts) -> Non
     [
         (lambda p, f: p.update(metadata={**p["metadata"], "namespace": "other"}), Outcome.NAMESPACE_DISABLED),
         (lambda p, f: p["metadata"]["annotations"].update({names.OPT_OUT_ANNOTATION: "false"}), Outcome.OPTED_OUT),
-        (lambda p, f: setattr(f, "assistant_blocks", True), Outcome.TEKTON_ASSISTANT_ON),
         (lambda p, f: setattr(f, "synced", False), Outcome.NOT_SYNCED),
         (lambda p, f: p["metadata"]["labels"].pop("tekton.dev/taskRun"), Outcome.NOT_TASKRUN_POD),
         (lambda p, f: p["metadata"].pop("labels"), Outcome.NOT_TASKRUN_POD),
-        (lambda p, f: p["metadata"]["labels"].update({"app.kubernetes.io/component": "affinity-assistant"}),
-         Outcome.NOT_TASKRUN_POD),
         (lambda p, f: p["metadata"]["labels"].update({names.LABEL_MANAGED_BY: names.APP}), Outcome.NOT_TASKRUN_POD),
-        # The scheduler wants one pod that matches every required term; no pod is both
-        # Tekton's assistant and our balloon, so a second term would keep the pod pending.
-        (lambda p, f: p["spec"].update(affinity={"podAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": [factories.TEKTON_ASSISTANT_TERM]}}),
-         Outcome.TEKTON_ASSISTANT_PINNED),
+        # Another namespace's pod pinned by Tekton's assistant: Tekton's alone.
+        (lambda p, f: p.update(metadata={**p["metadata"], "namespace": "other"}, spec={
+            **p["spec"], "affinity": {"podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [factories.TEKTON_ASSISTANT_TERM]}}}),
+         Outcome.NAMESPACE_DISABLED),
     ],
-    ids=["other-namespace", "opted-out", "tekton-assistant", "not-synced", "standalone-or-other",
-         "no-labels", "affinity-assistant-pod", "balloon-pod", "pinned-to-tekton-s-assistant"],
+    ids=["other-namespace", "opted-out", "not-synced", "standalone-or-other",
+         "no-labels", "balloon-pod", "other-namespace-pinned-by-tekton"],
 )
 def test_pods_left_alone(mutate: Any, outcome: Outcome, facts: StaticFacts) -> None:
     pod = factories.taskrun_pod()
@@ -264,3 +261,82 @@ def test_a_pod_left_alone_is_not_gated_either(facts: StaticFacts) -> None:
 
 def test_the_release_removes_only_our_gate_by_name() -> None:
     assert gate.release() == {"spec": {"schedulingGates": [{"name": gate.GATE, "$patch": "delete"}]}}
+
+
+# -- beside Tekton's assistant (core/model/assistant.py) -----------------------------------------
+
+
+def pinned_pod(namespace: str = "team-a", *users: dict[str, Any]) -> dict[str, Any]:
+    """A TaskRun pod as Tekton makes it with its assistant on: its term appended to the user's."""
+    pod = factories.taskrun_pod(namespace=namespace)
+    pod["spec"]["affinity"] = {"podAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [*users, factories.TEKTON_ASSISTANT_TERM]}}
+    return pod
+
+
+def test_in_an_opted_in_namespace_our_term_stands_in_place_of_tekton_s(facts: StaticFacts) -> None:
+    """The scheduler wants ONE pod matching every required term of a pod, and no pod is both
+    Tekton's placeholder and our balloon: its term goes, ours comes, the user's stay."""
+    users = {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": "zone"}
+    pod = pinned_pod("team-a", users)
+    facts.assistant_blocks = True  # Tekton's assistant is on: no matter in an opted-in namespace
+    decision, patched = gated_in(pod, facts)
+    assert decision.outcome is Outcome.PATCHED and decision.gated
+    terms = patched["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms[0] == users and len(terms) == 2
+    assert terms[1]["labelSelector"]["matchLabels"][names.LABEL_RUN_UID] == factories.RUN_UID
+    again, _ = gated_in(patched, facts)  # reinvoked: nothing more
+    assert again.outcome is Outcome.ALREADY and again.patch == ()
+
+
+def test_a_pod_pinned_by_tekton_alone_gets_our_term_in_its_place(facts: StaticFacts) -> None:
+    pod = pinned_pod()
+    patched = jsonpatch.apply_patch(pod, list(decide_in(pod, facts).patch))
+    terms = patched["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert [t["labelSelector"]["matchLabels"].get(names.LABEL_COMPONENT) for t in terms] == [
+        names.COMPONENT_BALLOON]
+
+
+def placeholder(namespace: str = "team-a", isolate: bool = False) -> dict[str, Any]:
+    """Tekton's assistant's StatefulSet pod (its run's labels, its own two), as v1.15 makes it."""
+    repel = {"labelSelector": {"matchLabels": {"app.kubernetes.io/component": "affinity-assistant"}},
+             "topologyKey": "kubernetes.io/hostname"}
+    anti: dict[str, Any] = ({"requiredDuringSchedulingIgnoredDuringExecution": [repel]} if isolate
+                            else {"preferredDuringSchedulingIgnoredDuringExecution": [
+                                {"weight": 100, "podAffinityTerm": repel}]})
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "affinity-assistant-c7b485007a-0", "namespace": namespace,
+        "labels": {"tekton.dev/pipeline": "fan-out-in", "tekton.dev/pipelineRun": "build-42",
+                   "app.kubernetes.io/instance": "affinity-assistant-c7b485007a",
+                   "app.kubernetes.io/component": "affinity-assistant"}},
+        "spec": {"containers": [{"name": "affinity-assistant", "image": "nop",
+                                 "args": ["tekton_run_indefinitely"]}],
+                 "volumes": [{"name": "workspace-0", "persistentVolumeClaim": {"claimName": "source"}}],
+                 "affinity": {"podAntiAffinity": anti}}}
+
+
+@pytest.mark.parametrize("isolate", [False, True], ids=["workspaces-or-pipelineruns", "isolate"])
+def test_a_placeholder_in_an_opted_in_namespace_is_held_for_its_run_s_anchor(
+        isolate: bool, facts: StaticFacts) -> None:
+    """It mounts the run's claims: it must not take them to another node. Held by its own gate
+    until the leader gives it the anchor's node; isolate-pipelinerun's required repulsion of
+    other placeholders goes (two runs anchored on one node would wait for each other for good),
+    the preferred one of the other modes stays."""
+    pod = placeholder(isolate=isolate)
+    decision = decide_in(pod, facts)
+    assert decision.outcome is Outcome.PLACEHOLDER and decision.gated
+    assert decision.run is not None and decision.run.name == "build-42"
+    patched = jsonpatch.apply_patch(pod, list(decision.patch))
+    assert patched["spec"]["schedulingGates"] == [{"name": gate.PLACEHOLDER_GATE}]
+    anti = patched["spec"]["affinity"]["podAntiAffinity"]
+    assert anti.get("requiredDuringSchedulingIgnoredDuringExecution", []) == []
+    assert isolate or anti["preferredDuringSchedulingIgnoredDuringExecution"]
+    again = decide_in(patched, facts)
+    assert again.outcome is Outcome.ALREADY and again.patch == ()
+
+
+def test_another_namespace_s_placeholder_is_left_to_tekton(facts: StaticFacts) -> None:
+    decision = decide_in(placeholder("other", isolate=True), facts)
+    assert decision.outcome is Outcome.NAMESPACE_DISABLED and decision.patch == ()
+    facts.synced = False
+    assert decide_in(placeholder(), facts).outcome is Outcome.NOT_SYNCED
