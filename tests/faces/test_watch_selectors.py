@@ -61,12 +61,12 @@ def test_each_pod_the_leader_serves_is_in_one_pod_watch_and_the_others_pods_in_n
     later = factories.taskrun_pod()
     later["metadata"]["labels"][names.LABEL_ANCHORED] = factories.RUN_UID
     assert watched_by(admitted(later, facts)["metadata"]["labels"]) == ["pods-marked"]
-    pinned_ = copy.deepcopy(later)  # Tekton pinned it to its own assistant: admission stands aside
+    pinned_ = copy.deepcopy(later)  # Tekton pinned it to its own assistant: ours in its place
     pinned_["spec"]["affinity"] = {"podAffinity": {
         affinity.REQUIRED: [factories.TEKTON_ASSISTANT_TERM]}}
-    left_alone = admitted(pinned_, facts)
-    assert affinity.balloon_terms(left_alone["spec"]) == []
-    assert watched_by(left_alone["metadata"]["labels"]) == ["pods-marked"]  # still seen
+    ours = admitted(pinned_, facts)
+    assert len(affinity.balloon_terms(ours["spec"])) == 1
+    assert watched_by(ours["metadata"]["labels"]) == ["pods-marked"]
     assert watched_by(balloon.selector_labels("uid-1")) == ["pods"]
     theirs = factories.taskrun_pod(namespace="not-opted")
     assert watched_by(admitted(theirs, facts)["metadata"]["labels"]) == []
