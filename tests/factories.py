@@ -133,6 +133,61 @@ def taskrun_pod(
     }
 
 
+# The term by which Tekton's placeholders repel each other on a node (v1.15
+# affinity_assistant.go): required in `isolate-pipelinerun`, preferred (weight 100) otherwise.
+TEKTON_REPEL_TERM = {
+    "labelSelector": {"matchLabels": {"app.kubernetes.io/component": "affinity-assistant"}},
+    "topologyKey": "kubernetes.io/hostname",
+}
+
+
+def placeholder_pod(
+    run: str = "build-42",
+    namespace: str = "team-a",
+    mode: str = "workspaces",
+    *,
+    anti_affinity: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The pod of Tekton's assistant's StatefulSet (v1.15), as the statefulset controller makes
+    it in `mode` (workspaces, pipelineruns or isolate-pipelinerun): the run's labels and its own
+    two, the run's claim as an unmounted volume, and Tekton's repulsion appended to the run's
+    pod-template anti-affinity (`anti_affinity`, copied)."""
+    instance = "affinity-assistant-c7b485007a"
+    anti = copy.deepcopy(anti_affinity or {})
+    if mode == "isolate-pipelinerun":
+        key = "requiredDuringSchedulingIgnoredDuringExecution"
+        anti[key] = [*anti.get(key, []), copy.deepcopy(TEKTON_REPEL_TERM)]
+    else:
+        key = "preferredDuringSchedulingIgnoredDuringExecution"
+        anti[key] = [*anti.get(key, []),
+                     {"weight": 100, "podAffinityTerm": copy.deepcopy(TEKTON_REPEL_TERM)}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{instance}-0",
+            "namespace": namespace,
+            "labels": {
+                "tekton.dev/pipeline": "fan-out-in",
+                "tekton.dev/pipelineRun": run,
+                "app.kubernetes.io/instance": instance,
+                "app.kubernetes.io/component": "affinity-assistant",
+                "statefulset.kubernetes.io/pod-name": f"{instance}-0",
+            },
+        },
+        "spec": {
+            "containers": [{
+                "name": "affinity-assistant", "image": "ghcr.io/tektoncd/pipeline/nop:v1.15.0",
+                "args": ["tekton_run_indefinitely"],
+                "resources": {"requests": {"cpu": "50m", "memory": "100Mi"},
+                              "limits": {"cpu": "50m", "memory": "100Mi"}},
+            }],
+            "volumes": [{"name": "workspace-0", "persistentVolumeClaim": {"claimName": "source"}}],
+            "affinity": {"podAntiAffinity": anti},
+        },
+    }
+
+
 def admission_review(
     obj: dict[str, Any], *, operation: str = "CREATE", uid: str | None = None,
     kind: str = "Pod", group: str = "",

@@ -251,16 +251,23 @@ class Coscheduler:
         url: str | None = None,
         failure_policy: str = "Fail",
     ) -> dict[str, Any]:
-        """As the chart's (webhook mode), for the namespaces carrying `label`: its two entries,
-        the opted-in namespaces' TaskRun pods and, in the others, the pods of runs anchored
-        before their namespace was switched off (they carry the run's mark)."""
-        def entry(anchored: bool) -> dict[str, Any]:
-            objects = [{"key": "tekton.dev/pipelineRun", "operator": "Exists"},
-                       {"key": "tekton.dev/taskRun", "operator": "Exists"}]
+        """As the chart's (webhook mode), for the namespaces carrying `label`: its three
+        entries, the opted-in namespaces' TaskRun pods, in the others the pods of runs anchored
+        before their namespace was switched off (they carry the run's mark), and the opted-in
+        namespaces' placeholders of Tekton's assistant."""
+        def entry(kind: str) -> dict[str, Any]:
+            anchored = kind == "anchored-pods"
+            objects: list[dict[str, Any]] = [
+                {"key": "tekton.dev/pipelineRun", "operator": "Exists"}]
+            if kind == "placeholders":
+                objects.append({"key": "app.kubernetes.io/component", "operator": "In",
+                                "values": ["affinity-assistant"]})
+            else:
+                objects.append({"key": "tekton.dev/taskRun", "operator": "Exists"})
             if anchored:
                 objects.append({"key": names.LABEL_ANCHORED, "operator": "Exists"})
             return {
-                "name": f"{'anchored-pods' if anchored else 'pods'}.tekton-coscheduler.dev",
+                "name": f"{kind}.tekton-coscheduler.dev",
                 "admissionReviewVersions": ["v1"],
                 "clientConfig": {"url": url or self.webhook_url, "caBundle": self.ca_bundle},
                 "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
@@ -280,7 +287,7 @@ class Coscheduler:
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "MutatingWebhookConfiguration",
             "metadata": {"name": name},
-            "webhooks": [entry(False), entry(True)],
+            "webhooks": [entry("pods"), entry("anchored-pods"), entry("placeholders")],
         }
 
     def register_webhook(self, **kw: Any) -> str:

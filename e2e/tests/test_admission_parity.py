@@ -24,6 +24,7 @@ from kubernetes import client
 
 from controller.core.admission import affinity
 from controller.core.basics import names
+from controller.core.placement import gate
 from e2e.harness import chart
 from e2e.harness.cluster import ClusterHandle
 from e2e.harness.coscheduler import Coscheduler
@@ -93,6 +94,8 @@ class Modes:
 
     pair: Pair  # makes the dry-run pods, in any namespace
     namespaces: dict[str, str]  # mode -> namespace
+    opted_out: str  # a namespace no mode serves
+
 
     def create(self, pod: dict[str, Any]) -> dict[str, tuple[int, Any]]:
         return {mode: self.pair.create(pod, ns) for mode, ns in self.namespaces.items()}
@@ -102,7 +105,8 @@ class Modes:
 def modes(request: pytest.FixtureRequest, cluster: ClusterHandle, coscheduler: Coscheduler) -> Modes:
     if coscheduler.env()["COSCHEDULER_ADMISSION_MODE"] == "policy":
         pair: Pair = request.getfixturevalue("parity")
-        return Modes(pair, {"policy": pair.policy_ns, "webhook": pair.webhook_ns})
+        return Modes(pair, {"policy": pair.policy_ns, "webhook": pair.webhook_ns},
+                     cluster.create_namespace(f"par-n-{uuid.uuid4().hex[:6]}"))
     # The webhook only: the session's chart runs it, for the namespaces with the opt-in label.
     ns = cluster.create_namespace(f"par-o-{uuid.uuid4().hex[:6]}",
                                   labels={names.NAMESPACE_LABEL: "true"})
@@ -113,7 +117,7 @@ def modes(request: pytest.FixtureRequest, cluster: ClusterHandle, coscheduler: C
         return status == 201 and isinstance(made, dict) and bool(terms(made))
 
     cluster.wait_for(pinned, timeout=30, what="the session's webhook in effect")
-    return Modes(pair, {"webhook": ns})
+    return Modes(pair, {"webhook": ns}, cluster.create_namespace(f"par-n-{uuid.uuid4().hex[:6]}"))
 
 
 def _pod(**kw: Any) -> dict[str, Any]:
@@ -133,7 +137,14 @@ def _with_labels(pod: dict[str, Any], changes: dict[str, str | None]) -> dict[st
 
 # What admission does with a case's pod: adds our balloon term, leaves it as it came, or the
 # API server refuses the pod whatever admission does (a label value over 63 characters).
+# Beside Tekton's assistant: a pod Tekton pinned to its placeholder gets our term in place of
+# Tekton's, the user's terms kept in their order (swaps); the placeholder pod gets our
+# placeholder gate, its required repulsion of other placeholders taken away and every other
+# term kept (holds).
 PINS, LEAVES, REFUSED = "pins", "leaves", "refused"
+SWAPS, HOLDS = "swaps", "holds"
+PIN = factories.TEKTON_ASSISTANT_TERM
+ANTI_PREFERRED = {"weight": 7, "podAffinityTerm": USER_TERM}
 
 
 def _cases() -> dict[str, tuple[dict[str, Any], str]]:
@@ -168,11 +179,21 @@ def _cases() -> dict[str, tuple[dict[str, Any], str]]:
         "empty taskRun label": (_with_labels(_pod(), {"tekton.dev/taskRun": ""}), LEAVES),
         "standalone TaskRun (no pipelineRun label)": (_with_labels(
             _pod(), {RUN: None, UID: None}), LEAVES),
+        # A pod labelled as Tekton's assistant's is its placeholder, whatever else it carries.
         "Tekton's assistant pod": (_with_labels(
-            _pod(), {"app.kubernetes.io/component": "affinity-assistant"}), LEAVES),
+            _pod(), {"app.kubernetes.io/component": "affinity-assistant"}), HOLDS),
         "a balloon pod": (_with_labels(_pod(), {names.LABEL_MANAGED_BY: names.APP}), LEAVES),
         "pinned to Tekton's assistant": (_pod(
-            affinity={"podAffinity": {REQ: [USER_TERM, factories.TEKTON_ASSISTANT_TERM]}}), LEAVES),
+            affinity={"podAffinity": {REQ: [USER_TERM, PIN]}}), SWAPS),
+        "pinned to Tekton's assistant alone": (_pod(affinity={"podAffinity": {REQ: [PIN]}}), SWAPS),
+        "pinned, between two of the user's terms": (_pod(affinity={
+            "podAffinity": {REQ: [USER_TERM, PIN, OUR_OTHER_TERM | {"labelSelector": {
+                "matchLabels": {"app": "cache"}}}]},
+            "podAntiAffinity": {REQ: [USER_TERM]}, "nodeAffinity": NODE_AFFINITY}), SWAPS),
+        "pinned, opted out": (_pod(affinity={"podAffinity": {REQ: [PIN]}},
+                                   annotations={names.OPT_OUT_ANNOTATION: "false"}), LEAVES),
+        "pinned, already carries a balloon term": (_pod(
+            affinity={"podAffinity": {REQ: [PIN, OUR_OTHER_TERM]}}), LEAVES),
         "run name at 63 chars": (_with_labels(_pod(run_uid=None), {RUN: "r" * 63}), PINS),
     }
     # A run with its balloon carries its mark (core/placement/mark.py): its pods keep the term, and the
@@ -190,17 +211,70 @@ def _cases() -> dict[str, tuple[dict[str, Any], str]]:
     plain = _pod()
     plain["metadata"]["labels"] = {"app": "not-tekton"}
     cases["a pod that is not Tekton's"] = (plain, LEAVES)
+    for mode in TEKTON_MODES:
+        cases[f"placeholder, {mode}"] = (factories.placeholder_pod(mode=mode), HOLDS)
+    cases["placeholder, isolate-pipelinerun, the run's own anti-affinity"] = (
+        factories.placeholder_pod(mode="isolate-pipelinerun", anti_affinity={
+            REQ: [USER_TERM], "preferredDuringSchedulingIgnoredDuringExecution": [ANTI_PREFERRED]}),
+        HOLDS)
+    gated = factories.placeholder_pod(mode="isolate-pipelinerun")
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/other"}]
+    cases["placeholder with another gate"] = (gated, HOLDS)
+    held = factories.placeholder_pod(mode="isolate-pipelinerun")
+    held["spec"]["schedulingGates"] = [{"name": gate.PLACEHOLDER_GATE}]
+    cases["placeholder already held"] = (held, LEAVES)
+    cases["placeholder of no run"] = (_with_labels(factories.placeholder_pod(), {RUN: ""}), LEAVES)
     return cases
+
+
+TEKTON_MODES = ("workspaces", "pipelineruns", "isolate-pipelinerun")
 
 
 CASES = _cases()
 
 
+def _required(spec: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = ((spec.get("affinity") or {}).get(kind) or {}).get(REQ) or []
+    return found
+
+
+def _selects_assistant(term: dict[str, Any], instance: bool) -> bool:
+    labels = (term.get("labelSelector") or {}).get("matchLabels") or {}
+    return (labels.get("app.kubernetes.io/component") == "affinity-assistant"
+            and ("app.kubernetes.io/instance" in labels) is instance)
+
+
+def _held(spec: dict[str, Any]) -> bool:
+    return any(g.get("name") == gate.PLACEHOLDER_GATE for g in spec.get("schedulingGates") or [])
+
+
 def _did(pod: dict[str, Any], status: int, made: Any) -> str:
     if status != 201:
         return REFUSED
-    added = len(affinity.balloon_terms(made["spec"])) - len(affinity.balloon_terms(pod["spec"]))
-    return PINS if added == 1 else LEAVES if added == 0 else f"added {added} terms"
+    before, after = pod["spec"], made["spec"]
+    if _held(after) and not _held(before):
+        # The gate appended to the pod's gates; the required repulsion gone, all else kept.
+        anti_before = dict((before.get("affinity") or {}).get("podAntiAffinity") or {})
+        anti_after = dict((after.get("affinity") or {}).get("podAntiAffinity") or {})
+        kept = [t for t in _required(before, "podAntiAffinity") if not _selects_assistant(t, False)]
+        same_rest = ({k: v for k, v in anti_before.items() if k != REQ}
+                     == {k: v for k, v in anti_after.items() if k != REQ})
+        gates = [*(before.get("schedulingGates") or []), {"name": gate.PLACEHOLDER_GATE}]
+        ok = (after["schedulingGates"] == gates and same_rest
+              and _required(after, "podAntiAffinity") == kept)
+        return HOLDS if ok else f"held, but {after.get('affinity')} {after['schedulingGates']}"
+    added = len(affinity.balloon_terms(after)) - len(affinity.balloon_terms(before))
+    if added == 0:
+        return LEAVES
+    if added != 1:
+        return f"added {added} terms"
+    pinned = _required(before, "podAffinity")
+    if not any(_selects_assistant(t, True) for t in pinned):
+        return PINS
+    # Tekton's term gone, the user's kept in their order, ours last.
+    kept = [t for t in pinned if not _selects_assistant(t, True)]
+    return SWAPS if _required(after, "podAffinity")[:-1] == kept else (
+        f"swapped, but {_required(after, 'podAffinity')}")
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -213,6 +287,20 @@ def test_the_decision_table_holds_in_every_mode_and_gives_the_same_pod_in_each(
         mode: expected for mode in answers}, answers
     if "policy" in answers:
         assert_alike(answers["policy"], answers["webhook"])
+
+
+@pytest.mark.parametrize("case", [*(f"placeholder, {mode}" for mode in TEKTON_MODES),
+                                  "pinned to Tekton's assistant"])
+def test_another_namespace_s_pods_are_tekton_s_alone(modes: Modes, case: str) -> None:
+    """A namespace that did not opt in: Tekton's placeholder and the pods it pins come back as
+    they went, in every mode (the same case of the table is changed where the namespace opted
+    in)."""
+    pod, _ = CASES[case]
+    status, made = modes.pair.create(pod, modes.opted_out)
+    assert status == 201 and isinstance(made, dict), made
+    assert _did(pod, status, made) == LEAVES
+    assert made["spec"]["affinity"] == pod["spec"]["affinity"]
+    assert not made["spec"].get("schedulingGates")
 
 
 def test_the_namespace_policys_topology_key_in_both_modes(

@@ -19,7 +19,7 @@ from controller.kube import access
 from controller.metrics import Metrics
 from controller.settings import ENV_PREFIX, Settings
 from e2e.harness import chart
-from tests import promql
+from tests import factories, promql
 
 BUILTIN = {"v1", "apps/v1", "rbac.authorization.k8s.io/v1", "policy/v1",
            "admissionregistration.k8s.io/v1", "apiextensions.k8s.io/v1", "scheduling.k8s.io/v1"}
@@ -168,6 +168,38 @@ def test_auto_is_policy_mode_where_the_api_server_serves_it_and_then_no_webhook_
     assert f"'{policy['metadata']['name']}'" in expression and f"'{custom['metadata']['name']}'" in expression
     # and without the API, auto is webhook mode
     assert "MutatingWebhookConfiguration" in {d["kind"] for d in chart.render()}
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A label selector's matchExpressions against a pod's labels (In, NotIn, Exists)."""
+    for e in selector["matchExpressions"]:
+        if e["operator"] == "Exists" and e["key"] not in labels:
+            return False
+        if e["operator"] == "In" and labels.get(e["key"]) not in e["values"]:
+            return False
+        if e["operator"] == "NotIn" and labels.get(e["key"]) in e["values"]:
+            return False
+    return True
+
+
+def test_the_policy_sees_the_pods_the_webhook_s_entries_see() -> None:
+    """Both policies see TaskRun pods and the placeholders of Tekton's assistant (as the
+    webhook's first and third entries), never a balloon or a pod of no run; the matchConditions
+    tell TaskRun pods and placeholders apart (e2e/tests/test_admission_parity.py)."""
+    docs = chart.render({"admission.mode": "policy"})
+    hooks = one(chart.render(), "MutatingWebhookConfiguration")["webhooks"]
+    taskrun, placeholder = factories.taskrun_pod(), factories.placeholder_pod()
+    balloon = {**taskrun["metadata"]["labels"], "app.kubernetes.io/managed-by": "tekton-coscheduler"}
+    plain = {"app": "web"}
+    for policy in by_kind(docs, "MutatingAdmissionPolicy"):
+        selector = policy["spec"]["matchConstraints"]["objectSelector"]
+        for pod, hook in ((taskrun, hooks[0]), (placeholder, hooks[2])):
+            labels = pod["metadata"]["labels"]
+            assert _selects(hook["objectSelector"], labels) and _selects(selector, labels)
+        assert not _selects(selector, balloon) and not _selects(selector, plain)
+        conditions = {c["name"] for c in policy["spec"]["matchConditions"]}
+        assert "taskrun-pod-or-placeholder" in conditions
+        assert "not-pinned-to-tekton-s-assistant" not in conditions  # swapped, not left
 
 
 def test_policy_mode_uses_the_chart_topology_key_as_the_default() -> None:

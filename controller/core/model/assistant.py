@@ -98,8 +98,7 @@ def unrepel(pod_spec: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def pinned_to_assistant(pod_spec: Mapping[str, Any]) -> bool:
-    """Does the pod require a Tekton affinity assistant beside it? (As the chart's policy's
-    `not-pinned-to-tekton-s-assistant` matchCondition asks.)"""
+    """Does the pod require a Tekton affinity assistant beside it?"""
     return bool(_assistant_selectors(pod_spec))
 
 
