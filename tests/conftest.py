@@ -15,7 +15,6 @@ class StaticFacts:
 
     enabled: set[str] = field(default_factory=lambda: {"team-a"})
     synced: bool = True
-    assistant_blocks: bool = False
     keys: dict[str, str] = field(default_factory=dict)
 
     def namespace_enabled(self, namespace: str) -> bool:

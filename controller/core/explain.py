@@ -31,7 +31,6 @@ MOBILITY_SAID = {None: "-", anchor.Mobility.UNBOUND.value: "yes (not bound yet)"
 class Observed:
     run: Mapping[str, Any] | None
     namespace_enabled: bool
-    assistant_on: bool
     balloon: Mapping[str, Any] | None  # the StatefulSet
     balloon_pods: Sequence[Mapping[str, Any]] = ()
     node: Mapping[str, Any] | None = None  # the anchor's node
@@ -73,9 +72,6 @@ def document(o: Observed) -> dict[str, Any]:
     if not o.namespace_enabled:
         problem(f"namespace {run.namespace} has not opted in",
                 f"label it {label}: kubectl label namespace {run.namespace} {label}")
-    if o.assistant_on:
-        problem("Tekton's own affinity assistant is on: no balloon is made",
-                "set coschedule: disabled in Tekton's feature-flags")
     placed = _anchor(o, problem)
     node_name = (placed or {}).get("node") or ""
     pods = _pods(o, node_name, problem)

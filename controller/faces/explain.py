@@ -24,7 +24,7 @@ def observe(settings: Settings, inspect: Inspection, namespace: str, name: str,
     kube = inspect.kube
     run = kube.get_pipelinerun(namespace, name)
     if run is None:
-        return explain.Observed(None, False, False, None)
+        return explain.Observed(None, False, None)
     uid = str((run.get("metadata") or {}).get("uid") or "")
     ns = inspect.get_namespace(namespace) or {}
     labels = (ns.get("metadata") or {}).get("labels") or {}
@@ -35,14 +35,14 @@ def observe(settings: Settings, inspect: Inspection, namespace: str, name: str,
         (str(p["spec"]["nodeName"]) for p in balloon_pods if (p.get("spec") or {}).get("nodeName")),
         "",
     )
-    claims = {c.name for c in tekton.PipelineRun.from_body(run).claims()}
+    per_run = assistant.per_run(assistant.mode(flags))
+    claims = {c.name for c in tekton.PipelineRun.from_body(run).claims(per_run)}
     claims |= balloon.claim_names(sts) if sts else set()
     pvcs = {c: kube.get_pvc(namespace, c) for c in sorted(claims)}
     volumes = {str((p.get("spec") or {}).get("volumeName")) for p in pvcs.values() if p}
     return explain.Observed(
         run=run,
         namespace_enabled=labels.get(label.key) == label.value,
-        assistant_on=assistant.assistant_enabled(flags) and not settings.ignore_tekton_assistant,
         balloon=sts,
         balloon_pods=balloon_pods,
         node=inspect.get_node(node_name) if node_name else None,

@@ -32,7 +32,6 @@ class Facts:
     synced: bool = False
     enabled_namespaces: frozenset[str] = frozenset()
     assistant_on: bool = True
-    ignore_assistant: bool = False
     policies: Mapping[str, policy.PolicyResolution] = field(default_factory=dict)
     policy_objects: tuple[Mapping[str, Any], ...] = ()
     # The status of each namespace's policy that applies: where its pipelines last ran
@@ -48,8 +47,9 @@ class Facts:
     tekton_version: str = ""  # pipelines-info data.version; "" while unknown
 
     @property
-    def assistant_blocks(self) -> bool:
-        return self.assistant_on and not self.ignore_assistant
+    def claims_per_run(self) -> bool:
+        """Tekton's assistant makes the runs' templated claims, per run (core/model/assistant)."""
+        return assistant.per_run(assistant.mode(self.feature_flags))
 
     def namespace_enabled(self, namespace: str) -> bool:
         return namespace in self.enabled_namespaces
@@ -119,7 +119,6 @@ class ClusterView:
         self.settings = settings
         self._lock = threading.Lock()
         self.facts = Facts(
-            ignore_assistant=settings.ignore_tekton_assistant,
             defaults=policy.PolicyResolution(settings.default_policy()),
         )
         self._parts: dict[str, bool] = {}

@@ -189,8 +189,9 @@ class Versions:
 # -- Tekton's own affinity assistant ---------------------------------------------------------------
 # Says when Tekton's own affinity assistant is switched on, and when it is off again.
 #
-# With the assistant on, Tekton pins a run's pods to its own placeholder, so balloons would fight
-# it: core/placement/reconcile.py makes none (unless told to ignore it) and this module says why,
+# With the assistant on, Tekton pins a run's pods to its own placeholder: in an opted-in namespace
+# admission puts our term in place of Tekton's and holds the placeholder until the leader gives it
+# the balloon's node (operator/marking.py); every other namespace's runs are Tekton's alone. Said
 # once, on Tekton's feature-flags ConfigMap, where the administrator who switched it on will look.
 
 log = structlog.get_logger(__name__)
@@ -219,7 +220,7 @@ class Assistant:
             log.error(message)
             self._say(Say(self.feature_flags(), Notice(REASON, message), KEY))
         elif old.assistant_on and not new.assistant_on and new.synced:
-            log.info("Tekton's affinity assistant is off; balloons are made")
+            log.info("Tekton's affinity assistant is off")
             self._say(Unsay(KEY, REASON))
 
     def _say(self, action: Say | Unsay) -> None:
@@ -237,13 +238,10 @@ class Assistant:
             "missing" if flags is None else f"coschedule={flags.get('coschedule', '(default)')!r}"
         )
         return (
-            f"Tekton's affinity assistant is on "
-            f"({self.settings.tekton_namespace}/feature-flags {what}); set coschedule: disabled. "
-            + (
-                "Balloons are still made (COSCHEDULER_IGNORE_TEKTON_ASSISTANT)."
-                if facts.ignore_assistant
-                else "No balloons are made until it is off."
-            )
+            f"Tekton's affinity assistant is on ({self.settings.tekton_namespace}/feature-flags "
+            f"{what}): in namespaces that opted in, tekton-coscheduler anchors the runs and "
+            "Tekton's placeholder follows the balloon; every other namespace's runs are "
+            "Tekton's alone."
         )
 
     def feature_flags(self) -> dict[str, Any]:

@@ -54,8 +54,8 @@ class Observer:
         """The observation, and the run's Sources it was made from (for the act that follows:
         its reservation is tended from the same reading)."""
         live = not (run.finished or run.pending or run.opted_out)
-        needs_claims = live and serves and not facts.assistant_blocks
-        named = {c.name for c in run.claims()} if needs_claims else set()
+        needs_claims = live and serves
+        named = {c.name for c in run.claims(facts.claims_per_run)} if needs_claims else set()
         pvcs = self._claims(run, named) if needs_claims else []
         claim_names = named | {str((p.get("metadata") or {}).get("name")) for p in pvcs}
         src = read_sources(self.caches, self.index, run)
@@ -66,7 +66,6 @@ class Observer:
         return reconcile.Observed(
             run=run,
             namespace_enabled=serves,
-            assistant_blocks=facts.assistant_blocks,
             policy=facts.policy_for(run.namespace).policy,
             tekton_default_template=facts.tekton_default_template,
             pvcs=pvcs,
@@ -81,6 +80,7 @@ class Observer:
             warmth=(self.warming.warmth(run, facts, src)
                     if choosing and self.warming is not None else None),
             notices=said,
+            claims_per_run=facts.claims_per_run,
         ), src
 
     def fresh(self, run: tekton.PipelineRun) -> Mapping[str, Any] | None:

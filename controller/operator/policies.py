@@ -106,8 +106,8 @@ def report(
 # Policy mode: keeps our MutatingAdmissionPolicyBindings what core.admission.admission_policy says.
 #
 # Called by the leader only: on every change of the cluster view it reads (a namespace's policy,
-# one switched on or off, Tekton's assistant switched on or off) and on every resync, so that a
-# binding deleted or edited by someone else is put back within one resync. Each only puts the key
+# one switched on or off) and on every resync, so that a binding deleted or edited by someone
+# else is put back within one resync. Each only puts the key
 # KEY on the leader's work queue (Operator.soon), which runs one worker per key: the bindings are
 # kept by one worker at a time, from the view as it is when that worker runs, and a failure is
 # tried again after the queue's backoff. Without a queue (unit tests) they are kept in place.
@@ -217,8 +217,7 @@ class PolicyBindings:
         known = self.held()
         held = set(facts.enabled_namespaces) | set(
             known if known is not None else admission_policy.held_by(existing, mode))
-        wanted = admission_policy.desired(
-            mode, overridden, stand_aside=facts.assistant_blocks, held=held)
+        wanted = admission_policy.desired(mode, overridden, held=held)
         plan = admission_policy.changes(wanted, existing)
         for body in plan.create:
             self.executor.do(MakeBinding(body)).get()
@@ -234,4 +233,4 @@ class PolicyBindings:
 
 def _read(facts: Facts) -> tuple[object, ...]:
     """What of the cluster view the bindings depend on."""
-    return (facts.synced, facts.enabled_namespaces, facts.policies, facts.assistant_blocks)
+    return (facts.synced, facts.enabled_namespaces, facts.policies)

@@ -97,7 +97,7 @@ def install_policy(cluster: ClusterHandle) -> None:
             namespace_label=names.NAMESPACE_LABEL, namespace_label_value="true",
             excluded_namespaces=("kube-system",), default_topology_key="kubernetes.io/hostname",
             custom_policy_uid=with_param["metadata"]["uid"])
-        for binding in admission_policy.desired(mode, {}, stand_aside=False):
+        for binding in admission_policy.desired(mode, {}):
             custom.create_cluster_custom_object(
                 "admissionregistration.k8s.io", "v1", "mutatingadmissionpolicybindings", binding)
 

@@ -44,7 +44,6 @@ def test_the_report_names_the_anchor_why_each_pod_and_claim_and_the_problems() -
     text = "\n".join(explain.report(explain.Observed(
         run=factories.pipelinerun(),
         namespace_enabled=True,
-        assistant_on=False,
         balloon=sts(),
         balloon_pods=[balloon_pod("n1")],
         node=node("n1", unschedulable=True),
@@ -63,11 +62,11 @@ def test_the_report_names_the_anchor_why_each_pod_and_claim_and_the_problems() -
 
 
 def test_a_run_that_is_not_there_says_so() -> None:
-    assert explain.report(explain.Observed(None, True, False, None)) == ["run: not found"]
+    assert explain.report(explain.Observed(None, True, None)) == ["run: not found"]
 
 
 def test_a_namespace_that_did_not_opt_in_is_a_problem_with_its_remedy() -> None:
-    text = "\n".join(explain.report(explain.Observed(factories.pipelinerun(), False, False, None)))
+    text = "\n".join(explain.report(explain.Observed(factories.pipelinerun(), False, None)))
     assert "has not opted in" in text and "tekton-coscheduler.dev/enabled=true" in text
 
 
@@ -77,7 +76,7 @@ def test_a_pod_held_by_the_gate_says_so_and_one_held_past_its_anchor_is_a_proble
 
     def text(balloon_pods: list[dict[str, Any]]) -> str:
         return "\n".join(explain.report(explain.Observed(
-            run=factories.pipelinerun(), namespace_enabled=True, assistant_on=False,
+            run=factories.pipelinerun(), namespace_enabled=True,
             balloon=sts(), balloon_pods=balloon_pods, pods=[held])))
 
     waiting = text([])
@@ -93,12 +92,12 @@ def test_where_the_run_starts_fastest_is_read_from_the_balloon_and_the_anchor_s_
     anchor_node = node("n2")
     anchor_node["status"]["images"] = [{"names": [image], "sizeBytes": 800_000_000}]
     text = "\n".join(explain.report(explain.Observed(
-        run=factories.pipelinerun(), namespace_enabled=True, assistant_on=False, balloon=made,
+        run=factories.pipelinerun(), namespace_enabled=True, balloon=made,
         balloon_pods=[balloon_pod("n2")], node=anchor_node)))
     assert ("where it starts fastest: 800.0 MB of the run's 800.0 MB of images already there"
             in text), text
     cold = "\n".join(explain.report(explain.Observed(
-        run=factories.pipelinerun(), namespace_enabled=True, assistant_on=False, balloon=made,
+        run=factories.pipelinerun(), namespace_enabled=True, balloon=made,
         balloon_pods=[balloon_pod("n3")], node=node("n3"))))
     assert "none of the run's 800.0 MB of images reported there (most on n1" in cold, cold
 
@@ -107,7 +106,7 @@ def test_the_document_holds_what_the_text_says_in_a_stable_shape() -> None:
     """`-o json|yaml` prints this document; the text is rendered from it alone."""
     waiting = "0/2 nodes are available: 1 Insufficient cpu."
     observed = explain.Observed(
-        run=factories.pipelinerun(), namespace_enabled=True, assistant_on=False, balloon=sts(),
+        run=factories.pipelinerun(), namespace_enabled=True, balloon=sts(),
         balloon_pods=[balloon_pod("n1")], node=node("n1", unschedulable=True),
         pods=[task_pod("fetch", "n1"), task_pod("build", message=waiting)],
         pvcs={"source": {"spec": {"volumeName": "pv-1"}}},
@@ -138,7 +137,7 @@ def test_the_document_holds_what_the_text_says_in_a_stable_shape() -> None:
 
 def test_the_advice_names_the_label_the_operator_is_configured_with() -> None:
     text = "\n".join(explain.report(explain.Observed(
-        factories.pipelinerun(), False, False, None, label="ci.example.com/coschedule",
+        factories.pipelinerun(), False, None, label="ci.example.com/coschedule",
         label_value="yes", label_source="from Deployment ops/tcs")))
     assert "what to do: label it ci.example.com/coschedule=yes" in text
     assert "kubectl label namespace team-a ci.example.com/coschedule=yes" in text

@@ -91,10 +91,10 @@ def test_explain_takes_a_run_with_n_or_the_context_s_namespace_or_ns_slash_run(
 def test_explain_s_exit_code_says_whether_the_run_has_problems(
     api: FakeApi, here: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    api.put(FLAGS, {"data": {"coschedule": "workspaces"}})
+    api.put(TEAM_A, namespace("team-a", {}))
     code, out, _ = run(capsys, "explain", "build-42")
     assert code == 1
-    assert "Tekton's own affinity assistant is on" in out
+    assert "namespace team-a has not opted in" in out
 
 
 def test_explain_outputs_a_json_and_a_yaml_document_of_one_stable_shape(

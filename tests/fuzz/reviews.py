@@ -284,7 +284,6 @@ def facts(draw: st.DrawFn) -> StaticFacts:
     return StaticFacts(
         enabled={"team-a"} | ({"team-b"} if draw(st.booleans()) else set()),
         synced=draw(st.integers(0, 19)) > 0,
-        assistant_blocks=draw(st.integers(0, 19)) == 0,
         keys=keys,
     )
 

@@ -45,13 +45,13 @@ def test_synced_only_when_every_watch_has_listed_once() -> None:
     view = ClusterView(Settings(), NoKube())  # type: ignore[arg-type]
     changes: list[tuple[Facts, Facts]] = []
     view.subscribe(lambda old, new: changes.append((old, new)))
-    assert not view.facts.synced and view.facts.assistant_blocks  # unknown means "on": no pinning
+    assert not view.facts.synced and view.facts.assistant_on  # unknown means Tekton's default: on
     view._on_namespaces({"/team-a": {"metadata": {"name": "team-a"}}})
     view._on_policies({})
     assert not view.facts.synced
     view._on_tekton_config({"tekton-pipelines/feature-flags": {"data": {"coschedule": "disabled"}}})
     facts = view.facts
-    assert facts.synced and facts.namespace_enabled("team-a") and not facts.assistant_blocks
+    assert facts.synced and facts.namespace_enabled("team-a") and not facts.assistant_on
     assert facts.topology_key("team-a") == "kubernetes.io/hostname"
     assert len(changes) == 3 and changes[-1][1] is facts
     assert changes[0][0].synced is False  # listeners see the old and the new snapshot

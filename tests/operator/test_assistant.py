@@ -44,7 +44,8 @@ def test_switched_on_it_is_said_once_as_a_warning_on_tekton_s_feature_flags(
     ((kind, name, reason, message, warning),) = events.posted
     assert (kind, name, reason, warning) == (
         "ConfigMap", "feature-flags", "TektonAffinityAssistantOn", True)
-    assert "coschedule='workspaces'" in message and "No balloons are made" in message
+    assert "coschedule='workspaces'" in message and "No balloons" not in message
+    assert "opted in, tekton-coscheduler anchors the runs" in message
     assert gauge(metrics) == 1
 
 
@@ -65,13 +66,11 @@ def test_switched_off_and_on_again_it_is_said_again(settings: Settings) -> None:
     assert [e[2] for e in events.posted] == ["TektonAffinityAssistantOn"] * 2
 
 
-def test_ignored_it_says_balloons_are_still_made_and_names_missing_flags(
-    settings: Settings,
-) -> None:
+def test_it_names_missing_flags(settings: Settings) -> None:
     assistant, events, _ = watch(settings)
-    assistant.on_facts(OFF, Facts(synced=True, assistant_on=True, ignore_assistant=True))
+    assistant.on_facts(OFF, Facts(synced=True, assistant_on=True))
     ((_, _, _, message, _),) = events.posted
-    assert "feature-flags missing" in message and "Balloons are still made" in message
+    assert "feature-flags missing" in message
 
 
 def test_what_it_says_is_work_on_the_queue_not_a_write_of_the_view_s_watch_thread(

@@ -158,3 +158,18 @@ def test_the_work_queue_keeps_the_bindings_one_worker_at_a_time_and_tries_a_refu
     assert most[0] == 1
     assert metrics.registry.get_sample_value(ERRORS) == 1
     assert api.calls.count("create") == 3  # the refused one, then both made
+
+
+def test_tekton_s_assistant_switched_on_keeps_the_bindings_and_costs_no_call() -> None:
+    """Beside Tekton's assistant (issue 48): in an opted-in namespace the policy serves its
+    placeholders and the pods it pins, in any of its modes; the bindings stand where they are."""
+    api = Policies()
+    bindings = PolicyBindings(Settings(), api, Metrics(), "tcs", executor=Executor(None, None, api))  # type: ignore[arg-type]
+    bindings.active = True
+    on = replace(TEAM_A, assistant_on=True, feature_flags={"coschedule": "workspaces"})
+    bindings.on_facts(Facts(synced=False), on)
+    assert set(api.bindings) == {"tekton-coscheduler-default", "tekton-coscheduler-anchored"}
+    api.calls.clear()
+    bindings.on_facts(on, TEAM_A)
+    bindings.on_facts(TEAM_A, on)
+    assert api.calls == []

@@ -12,7 +12,8 @@ CRD at its next reset; measured by e2e/tests/test_chaos.py): most namespaces nev
 A binding per namespace, not a parameter selected from the request's namespace: with a
 selector the API server skips the policy where a namespace has no CoschedulingPolicy, and runs
 it once per policy, in random order, where it has two (measured on 1.36.3, see
-docs/design/admission.md). Standing aside (Tekton's own assistant is on) is having no bindings.
+docs/design/admission.md). Tekton's own assistant, on or off, changes none of them: in an
+opted-in namespace the policy serves its placeholders and the pods it pins.
 """
 
 from __future__ import annotations
@@ -86,7 +87,6 @@ def anchored_binding_name(mode: PolicyMode) -> str:
 def desired(
     mode: PolicyMode,
     overridden: Mapping[str, str],
-    stand_aside: bool,
     held: Collection[str] = (),
 ) -> list[dict[str, Any]]:
     """The bindings that should exist, in a stable order.
@@ -97,8 +97,6 @@ def desired(
     label says: listed by name, so that switching a namespace off leaves no moment between the
     default binding and this one, and namespaces this installation never served are not
     touched."""
-    if stand_aside:
-        return []
     enabled = {
         "key": mode.namespace_label,
         "operator": "In",

@@ -46,6 +46,12 @@ def mode(feature_flags: Mapping[str, Any] | None) -> Mode | None:
         return None
 
 
+def per_run(mode_: Mode | None) -> bool:
+    """Does Tekton make one placeholder per run, whose StatefulSet makes the run's templated
+    claims (core/model/tekton.per_run_pvc_name)?"""
+    return mode_ in (Mode.PIPELINERUNS, Mode.ISOLATE_PIPELINERUN)
+
+
 def _assistant_selectors(pod_spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The matchLabels of the required pod-affinity terms that select a Tekton assistant: the
     term Tekton adds while its assistant is on."""

@@ -58,10 +58,24 @@ def dig(obj: Any, *path: str) -> Any:
     return obj
 
 
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
 def tekton_pvc_name(template_name: str, workspace: str, owner_uid: str) -> str:
     """Tekton's name for a volumeClaimTemplate workspace's claim (pkg/reconciler/volumeclaim)."""
-    digest = hashlib.sha256((workspace + owner_uid).encode()).hexdigest()[:10]
-    return f"{template_name or 'pvc'}-{digest}"
+    return f"{template_name or 'pvc'}-{_hash(workspace + owner_uid)}"
+
+
+def per_run_pvc_name(claim: str, run_name: str) -> str:
+    """The claim a volumeClaimTemplate workspace gets while Tekton's assistant is on per run
+    (`pipelineruns`, `isolate-pipelinerun`): its placeholder's StatefulSet makes it,
+    `<template>-<set>-0`, the template named as in the other modes and cut to a volume's 63
+    characters, the set `affinity-assistant-<hash of "" + run name>` (Tekton v1.15
+    affinity_assistant.go getPersistentVolumeClaimNameWithAffinityAssistant, sanitizeVolumeName,
+    GetAffinityAssistantName; before v1.13 a longer template name made no StatefulSet)."""
+    claim = f"{claim[:52]}-{_hash(claim)}" if len(claim) > 63 else claim
+    return f"{claim}-{AFFINITY_ASSISTANT_COMPONENT}-{_hash(run_name)}-0"
 
 
 @dataclass(frozen=True)
@@ -182,10 +196,11 @@ class PipelineRun:
             for t in [*_list(spec.get("tasks")), *_list(spec.get("finally"))]
         }
 
-    def claims(self) -> list[Claim]:
+    def claims(self, per_run: bool = False) -> list[Claim]:
         """Claims the run's pods mount: its workspaces (by claim name, and the claims Tekton makes
         for volumeClaimTemplate workspaces), its pod templates' volumes, and its inline tasks'
-        volumes. (Tasks by reference are known once resolved: their TaskRuns' pods show them.)"""
+        volumes. (Tasks by reference are known once resolved: their TaskRuns' pods show them.)
+        `per_run`: Tekton's assistant is on per run, and names the templated claims so."""
         found: dict[str, Claim] = {}
         templates = [self.pod_template, *self.task_pod_templates.values()]
         tasks = [*_list(self.pipeline_spec.get("tasks")), *_list(self.pipeline_spec.get("finally"))]
@@ -199,25 +214,27 @@ class PipelineRun:
                 found.setdefault(name, Claim(name))
         for binding in _list(self.spec.get("workspaces")):
             claim_name = _str(dig(binding, "persistentVolumeClaim", "claimName"))
-            claim = Claim(claim_name) if claim_name else self._templated(_dict(binding))
+            claim = Claim(claim_name) if claim_name else self._templated(_dict(binding), per_run)
             if claim is not None:
                 found.setdefault(claim.name, claim)
         return list(found.values())
 
-    def claims_tekton_makes(self) -> frozenset[str]:
-        """The claims Tekton makes for the run's volumeClaimTemplate workspaces, by its naming.
-        It makes them before the run's first TaskRun, so until then they do not exist."""
-        made = (self._templated(_dict(b)) for b in _list(self.spec.get("workspaces"))
+    def claims_tekton_makes(self, per_run: bool = False) -> frozenset[str]:
+        """The claims Tekton makes for the run's volumeClaimTemplate workspaces, by its naming
+        (`per_run`: its assistant's StatefulSet makes them, named so). It makes them before the
+        run's first TaskRun, so until then they do not exist."""
+        made = (self._templated(_dict(b), per_run) for b in _list(self.spec.get("workspaces"))
                 if not dig(b, "persistentVolumeClaim", "claimName"))
         return frozenset(c.name for c in made if c is not None)
 
-    def _templated(self, binding: Mapping[str, Any]) -> Claim | None:
+    def _templated(self, binding: Mapping[str, Any], per_run: bool) -> Claim | None:
         template = _dict(binding.get("volumeClaimTemplate"))
         if not template or not binding.get("name"):
             return None
         name = tekton_pvc_name(
             _str(dig(template, "metadata", "name")), _str(binding["name"]), self.uid
         )
+        name = per_run_pvc_name(name, self.name) if per_run else name
         modes = tuple(m for m in _list(dig(template, "spec", "accessModes")) if isinstance(m, str))
         return Claim(name, modes)
 

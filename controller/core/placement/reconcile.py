@@ -31,7 +31,6 @@ class Verb(enum.StrEnum):
 class Observed:
     run: tekton.PipelineRun
     namespace_enabled: bool
-    assistant_blocks: bool
     policy: EffectivePolicy
     tekton_default_template: Mapping[str, Any] | None
     pvcs: Sequence[Mapping[str, Any]]
@@ -54,6 +53,8 @@ class Observed:
     # What the observation found worth saying on the run (a peak that cannot be estimated, a
     # quota that limits its reservation): said before the decision's own notices.
     notices: tuple[Notice, ...] = ()
+    # Tekton's assistant is on per run: its placeholder's StatefulSet makes the templated claims.
+    claims_per_run: bool = False
 
 
 @dataclass(frozen=True)
@@ -65,13 +66,13 @@ class Decision:
 
 
 def desired_claims(
-    run: tekton.PipelineRun, pvcs: Sequence[Mapping[str, Any]]
+    run: tekton.PipelineRun, pvcs: Sequence[Mapping[str, Any]], per_run: bool = False
 ) -> list[tekton.Claim]:
     """Named and templated claims from the spec, and every claim the run owns.
 
     Owned claims are found whatever their name: Tekton's naming is Tekton's, not ours.
     """
-    named = tekton.with_access_modes(run.claims(), pvcs)
+    named = tekton.with_access_modes(run.claims(per_run), pvcs)
     known = {c.name for c in named}
     owned = [c for c in tekton.claims_owned_by(pvcs, run.uid) if c.name not in known]
     return named + owned
@@ -83,6 +84,15 @@ def reads(run: tekton.PipelineRun) -> object:
     a running run's status a few dozen times (each TaskRun made, each condition's message)."""
     return (run.labels, run.annotations, run.spec, run.succeeded_status,
             bool(run.status.get("childReferences")), run.status.get("pipelineSpec"))
+
+
+def anchors(obs: Observed) -> bool:
+    """Whether the run has, or is to have, a balloon (its placeholders wait for it, and are
+    otherwise let go as they are): what `decide` makes of it, before any wait of its own."""
+    run = obs.run
+    if not run.valid or run.finished or run.pending:
+        return False
+    return obs.balloon is not None or (obs.namespace_enabled and not run.opted_out)
 
 
 def decide(obs: Observed) -> Decision:
@@ -105,16 +115,6 @@ def decide(obs: Observed) -> Decision:
         return Decision(Verb.KEEP, "namespace no longer enabled; balloon ends with its run")
     if not obs.namespace_enabled:
         return Decision(Verb.NONE, "namespace not enabled")
-    if obs.assistant_blocks:
-        notice = Notice(
-            "TektonAffinityAssistantOn",
-            "Tekton's own affinity assistant is on (feature-flags coschedule is not 'disabled'); "
-            "tekton-coscheduler creates no balloon so that two anchors do not compete",
-        )
-        return Decision(
-            Verb.KEEP if exists else Verb.NONE, "tekton assistant on", notices=(notice,)
-        )
-
     if obs.resolving and not exists:
         # Tekton makes no TaskRun before it has resolved every task: no pod waits for this.
         return Decision(Verb.NONE, f"Tekton is resolving {obs.resolving}; the run's peak will "
@@ -122,7 +122,7 @@ def decide(obs: Observed) -> Decision:
     planned = balloon.plan(
         run,
         obs.policy,
-        desired_claims(run, obs.pvcs),
+        desired_claims(run, obs.pvcs, obs.claims_per_run),
         obs.tekton_default_template,
         obs.others,
         room=obs.room,

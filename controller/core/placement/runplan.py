@@ -18,7 +18,7 @@ from typing import Any
 
 from controller.core.basics import names
 from controller.core.model import tekton
-from controller.core.placement.reconcile import Decision, Observed, Verb, decide
+from controller.core.placement.reconcile import Decision, Observed, Verb, anchors, decide
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,8 @@ class Plan:
     # After the balloon: the run is marked and its reservation tended; else its reservation
     # pods, if any, go.
     keeps: bool = False
+    # The run has, or is to have, a balloon (core/placement/reconcile.anchors).
+    anchors: bool = True
 
 
 def plan(observed: Observed, newest: bool, asked: frozenset[Ask] = frozenset()) -> Plan:
@@ -82,4 +84,4 @@ def plan(observed: Observed, newest: bool, asked: frozenset[Ask] = frozenset()) 
     # What the observation found worth saying is said first, as the decision's own notices.
     decision = replace(decision, notices=observed.notices + decision.notices)
     keeps = decision.verb in (Verb.CREATE, Verb.UPDATE, Verb.KEEP) or bool(decision.manifest)
-    return Plan(decision, keeps=keeps)
+    return Plan(decision, keeps=keeps, anchors=anchors(observed))

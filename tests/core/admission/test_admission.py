@@ -279,7 +279,6 @@ def test_in_an_opted_in_namespace_our_term_stands_in_place_of_tekton_s(facts: St
     Tekton's placeholder and our balloon: its term goes, ours comes, the user's stay."""
     users = {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": "zone"}
     pod = pinned_pod("team-a", users)
-    facts.assistant_blocks = True  # Tekton's assistant is on: no matter in an opted-in namespace
     decision, patched = gated_in(pod, facts)
     assert decision.outcome is Outcome.PATCHED and decision.gated
     terms = patched["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]

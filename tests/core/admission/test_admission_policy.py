@@ -34,7 +34,7 @@ def selector(binding: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_one_default_binding_for_every_enabled_namespace_but_ours_and_kube_system() -> None:
-    [binding] = ap.desired(MODE, {}, stand_aside=False)
+    [binding] = ap.desired(MODE, {})
     assert binding["metadata"]["name"] == "tcs-tekton-coscheduler-default"
     assert binding["spec"] == {
         "policyName": "tcs-tekton-coscheduler",
@@ -61,7 +61,7 @@ def test_a_namespace_whose_policy_sets_another_key_gets_its_own_binding_to_that_
     }
     overridden = ap.overrides(resolutions, MODE.default_topology_key)
     assert overridden == {"team-zone": "zone"}
-    default, own = ap.desired(MODE, overridden, stand_aside=False)
+    default, own = ap.desired(MODE, overridden)
     assert "team-zone" in selector(default)[1]["values"]
     assert own["metadata"]["name"] == "tcs-tekton-coscheduler-ns-team-zone"
     assert own["spec"]["paramRef"] == {"name": "zone", "parameterNotFoundAction": "Allow"}
@@ -77,7 +77,7 @@ def test_a_namespace_whose_policy_sets_another_key_gets_its_own_binding_to_that_
 
 def test_without_the_policy_with_a_parameter_every_namespace_keeps_the_default_binding() -> None:
     alone = dataclasses.replace(MODE, custom_policy_uid="")
-    [binding] = ap.desired(alone, {"team-zone": "zone"}, stand_aside=False)
+    [binding] = ap.desired(alone, {"team-zone": "zone"})
     assert "team-zone" not in selector(binding)[1]["values"]
 
 
@@ -91,12 +91,8 @@ def test_the_oldest_policy_of_a_namespace_is_the_one_bound() -> None:
     assert ap.overrides({"team": both}, MODE.default_topology_key) == {"team": "zzz-old"}
 
 
-def test_standing_aside_is_having_no_bindings() -> None:
-    assert ap.desired(MODE, {"team-zone": "zone"}, stand_aside=True) == []
-
-
 def test_changes_create_what_is_missing_and_delete_strays() -> None:
-    wanted = ap.desired(MODE, {"team-zone": "zone"}, stand_aside=False)
+    wanted = ap.desired(MODE, {"team-zone": "zone"})
     stray = copy.deepcopy(wanted[1])
     stray["metadata"]["name"] = "tcs-tekton-coscheduler-ns-gone"
     got = ap.changes(wanted, [stray])
@@ -106,7 +102,7 @@ def test_changes_create_what_is_missing_and_delete_strays() -> None:
 
 
 def test_what_the_api_server_added_is_no_change_but_a_different_spec_is() -> None:
-    wanted = ap.desired(MODE, {"team-zone": "zone"}, stand_aside=False)
+    wanted = ap.desired(MODE, {"team-zone": "zone"})
     stored = copy.deepcopy(wanted)
     for b in stored:
         b["metadata"].update(resourceVersion="7", uid="x", generation=1)
@@ -120,7 +116,7 @@ def test_what_the_api_server_added_is_no_change_but_a_different_spec_is() -> Non
 
 
 def test_a_leftover_param_ref_is_replaced() -> None:
-    [wanted] = ap.desired(MODE, {}, stand_aside=False)
+    [wanted] = ap.desired(MODE, {})
     stored = copy.deepcopy(wanted)
     stored["spec"]["paramRef"] = {"name": "old", "parameterNotFoundAction": "Allow"}
     assert len(ap.changes([wanted], [stored]).replace) == 1
@@ -129,7 +125,7 @@ def test_a_leftover_param_ref_is_replaced() -> None:
 def test_a_new_owner_uid_is_a_change() -> None:
     """After `helm uninstall` and a new install the policy has a new uid: a binding still
     owned by the old one would be garbage-collected under us."""
-    [wanted] = ap.desired(MODE, {}, stand_aside=False)
+    [wanted] = ap.desired(MODE, {})
     stored = copy.deepcopy(wanted)
     stored["metadata"]["ownerReferences"][0]["uid"] = "uid-0"
     assert len(ap.changes([wanted], [stored]).replace) == 1
@@ -140,7 +136,7 @@ def test_the_marked_pods_of_runs_anchored_before_a_namespace_was_switched_off_ke
     lives), for the pods that carry a run's mark: no moment between the default binding and
     this one when a namespace is switched off; never our own namespace or kube-system."""
     held = {"team-a", "team-off", "kube-system"}
-    default, anchored = ap.desired(MODE, {}, stand_aside=False, held=held)
+    default, anchored = ap.desired(MODE, {}, held=held)
     assert default["metadata"]["name"] == "tcs-tekton-coscheduler-default"
     assert anchored["metadata"]["name"] == "tcs-tekton-coscheduler-anchored"
     assert anchored["spec"]["policyName"] == "tcs-tekton-coscheduler"
@@ -152,4 +148,3 @@ def test_the_marked_pods_of_runs_anchored_before_a_namespace_was_switched_off_ke
     }
     assert ap.held_by([default, anchored], MODE) == {"team-a", "team-off"}
     assert ap.held_by([default], MODE) == set()
-    assert ap.desired(MODE, {}, stand_aside=True, held=held) == []

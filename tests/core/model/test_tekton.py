@@ -29,6 +29,30 @@ def test_volume_claim_template_names_follow_tekton() -> None:
     assert len(claims) == 3
 
 
+def _h(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+def test_with_tekton_s_assistant_on_per_run_its_statefulset_makes_the_templated_claims() -> None:
+    """pipelineruns / isolate-pipelinerun (Tekton v1.15 affinity_assistant.go): the claim is the
+    StatefulSet controller's `<template>-<set>-0`, the template named as in the other modes (cut
+    to 63 characters with a hash), the set named from "" + the run's name; named claims stay."""
+    long = "c" * 60
+    run = tekton.PipelineRun.from_body(factories.pipelinerun(workspaces=[
+        {"name": "shared", "volumeClaimTemplate": {"metadata": {"name": "cache"}}},
+        {"name": "big", "volumeClaimTemplate": {"metadata": {"name": long}}},
+        {"name": "src", "persistentVolumeClaim": {"claimName": "source"}},
+    ]))
+    placeholder = f"affinity-assistant-{_h(run.name)}"
+    cache = f"cache-{_h('shared' + factories.RUN_UID)}"
+    big = f"{long}-{_h('big' + factories.RUN_UID)}"
+    big = f"{big[:52]}-{_h(big)}"
+    per_run = {f"{cache}-{placeholder}-0", f"{big}-{placeholder}-0"}
+    assert run.claims_tekton_makes(per_run=True) == per_run
+    assert {c.name for c in run.claims(per_run=True)} == per_run | {"source"}
+    assert run.claims_tekton_makes() == {cache, f"{long}-{_h('big' + factories.RUN_UID)}"}
+
+
 def test_claim_name_depends_on_run_uid_so_reruns_do_not_collide() -> None:
     assert tekton.tekton_pvc_name("", "ws", "uid-1") != tekton.tekton_pvc_name("", "ws", "uid-2")
 

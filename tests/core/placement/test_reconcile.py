@@ -14,12 +14,12 @@ from controller.settings import Settings
 from tests import factories
 
 
-def observe(run_body: dict[str, Any] | None = None, *, enabled: bool = True, assistant: bool = False,
+def observe(run_body: dict[str, Any] | None = None, *, enabled: bool = True, per_run: bool = False,
             existing: dict[str, Any] | None = None, node: str | None = None,
             pvcs: list[dict[str, Any]] | None = None) -> reconcile.Observed:
     return reconcile.Observed(
         run=PipelineRun.from_body(run_body or factories.pipelinerun()),
-        namespace_enabled=enabled, assistant_blocks=assistant,
+        namespace_enabled=enabled, claims_per_run=per_run,
         policy=Settings().default_policy(), tekton_default_template={},
         pvcs=pvcs or [], balloon=existing, balloon_pod_node=node,
     )
@@ -75,10 +75,29 @@ def test_namespace_not_enabled_means_no_new_balloon_but_existing_ones_end_with_t
     assert reconcile.decide(observe(finished, enabled=False, existing=current_balloon())).verb is Verb.DELETE
 
 
-def test_tekton_assistant_on_means_no_balloon_and_a_warning() -> None:
-    d = reconcile.decide(observe(assistant=True))
-    assert d.verb is Verb.NONE
-    assert [n.reason for n in d.notices] == ["TektonAffinityAssistantOn"]
+def test_with_tekton_s_assistant_on_per_run_the_balloon_mounts_the_claims_its_statefulset_makes(
+) -> None:
+    """The run's balloon is made as with the assistant off (issue 48), and mounts the templated
+    claims under the names the placeholder's StatefulSet gives them."""
+    body = factories.pipelinerun(workspaces=[
+        {"name": "shared", "volumeClaimTemplate": {"metadata": {"name": "cache"}}}])
+    run = PipelineRun.from_body(body)
+    d = reconcile.decide(observe(body, per_run=True))
+    assert d.verb is Verb.CREATE and d.manifest is not None
+    assert balloon.claim_names(d.manifest) == set(run.claims_tekton_makes(per_run=True))
+    assert reconcile.anchors(observe(body, per_run=True))
+
+
+def test_a_run_anchors_unless_it_is_done_waiting_opted_out_or_not_ours() -> None:
+    """What a held placeholder follows: the balloon the run has or is to have; else it goes as
+    it is."""
+    opted = factories.pipelinerun(annotations={"tekton-coscheduler.dev/coschedule": "false"})
+    assert reconcile.anchors(observe())
+    assert not reconcile.anchors(observe(enabled=False))
+    assert not reconcile.anchors(observe(opted))
+    assert reconcile.anchors(observe(opted, existing=current_balloon()))  # decided once
+    assert reconcile.anchors(observe(enabled=False, existing=current_balloon()))
+    assert not reconcile.anchors(observe(factories.pipelinerun(succeeded="True")))
 
 
 def test_claim_appearing_before_placement_updates_the_balloon() -> None:

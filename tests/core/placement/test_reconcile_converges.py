@@ -45,7 +45,6 @@ def observations(draw: st.DrawFn) -> reconcile.Observed:
     return reconcile.Observed(
         run=PipelineRun.from_body(draw(runs())),
         namespace_enabled=draw(st.booleans()),
-        assistant_blocks=draw(st.booleans()),
         policy=POLICY,
         tekton_default_template=draw(st.sampled_from([{}, {"nodeSelector": {"zone": "a"}}])),
         pvcs=[claim(c, draw(st.sampled_from([["ReadWriteOnce"], ["ReadWriteMany"],

@@ -74,7 +74,7 @@ def test_a_policy_toleration_the_pods_lack_is_left_off_the_balloon_and_said() ->
     spec, plan = spec_of(factories.pipelinerun(pod_template={"tolerations": [CI, GPU]}), policy=policy)
     assert GPU in spec["tolerations"] and plan.dropped_tolerations == ()
     obs = reconcile.Observed(run=PipelineRun.from_body(factories.pipelinerun(pod_template={"tolerations": [CI]})),
-                             namespace_enabled=True, assistant_blocks=False, policy=policy,
+                             namespace_enabled=True, policy=policy,
                              tekton_default_template={}, pvcs=[], balloon=None)
     assert "PolicyTolerationNotCarried" in [n.reason for n in reconcile.decide(obs).notices]
 
@@ -128,7 +128,7 @@ def test_isolation_gives_way_to_a_shared_claim_and_says_so() -> None:
 
     policy = Settings(isolation=Isolation.REQUIRED).default_policy()
     obs = reconcile.Observed(run=PipelineRun.from_body(factories.pipelinerun()), namespace_enabled=True,
-                             assistant_blocks=False, policy=policy, tekton_default_template={}, pvcs=[],
+                             policy=policy, tekton_default_template={}, pvcs=[],
                              balloon=None, others={"parent-uid": ("source",)})
     decision = reconcile.decide(obs)
     assert "SharedClaimIsolationConflict" in [n.reason for n in decision.notices]
