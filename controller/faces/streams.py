@@ -11,8 +11,8 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from controller.core.basics import names
-from controller.core.model import tekton
-from controller.core.placement import mark
+from controller.core.model import assistant, tekton
+from controller.core.placement import gate, mark
 from controller.core.replica import glance
 from controller.faces.serial import Serial
 from controller.kube import errors
@@ -68,15 +68,17 @@ def handle(work_: Work) -> None:
 
 # What the pod watches ask the API server for, one watch each: our balloon and reservation
 # pods; the pods of runs we marked (core/placement/mark.py: Tekton copies the mark to them); the
-# pods admission tied before their run was marked (its first ones). The three never overlap, and the
-# pods of runs we do not serve are in none: they never reach the leader (bench-scale's "not
-# ours": the events of those pods were most of what such a run cost). A pod of an enabled
-# namespace that admission left alone (opted out, or made while no replica answered) carries
-# no term of ours either way: the leader never acted on one.
+# pods admission tied before their run was marked (its first ones); the placeholders of Tekton's
+# assistant (one per run or claim; the glance drops those of namespaces not enabled). The four
+# do not overlap, and the TaskRun pods of runs we do not serve are in none: they never reach the
+# leader (bench-scale's "not ours": the events of those pods were most of what such a run cost).
+# A pod of an enabled namespace that admission left alone (opted out, or made while no replica
+# answered) carries no term of ours either way: the leader never acted on one.
 POD_SELECTORS = {
     "pods": f"{names.LABEL_MANAGED_BY}={names.APP}",
     "pods-marked": names.LABEL_ANCHORED,
     "pods-tied": names.LABEL_TIED,
+    "pods-placeholders": f"{tekton.LABEL_COMPONENT}={tekton.AFFINITY_ASSISTANT_COMPONENT}",
 }
 
 
@@ -173,9 +175,11 @@ class Streams:
         """Puts a watch event on the queue under its run's key (`of_run`: the object is a pod,
         keyed by the run its labels name), in the slot of the object itself."""
         def put(kind: str, obj: Obj) -> None:
-            meta = obj.get("metadata") or {}
+            meta, labels = obj.get("metadata") or {}, _labels(obj)
             own = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
-            run = _run_uid(_labels(obj)) if of_run else ""
+            run = (_run_uid(labels) or self.operator.live.named(
+                str(meta.get("namespace") or ""), assistant.placeholder_run(labels))
+                   ) if of_run else ""
             self.work.put(run or own, work(("pod", own) if of_run else "run", handler, kind, obj))
         return put
 
@@ -207,6 +211,9 @@ class Streams:
 
     def on_pod(self, kind: str, pod: Mapping[str, Any]) -> None:
         labels, op, deleted = _labels(pod), self.operator, kind == "DELETED"
+        if run_name := assistant.placeholder_run(labels):
+            self.on_placeholder(pod, run_name, deleted)
+            return
         if labels.get(names.LABEL_MANAGED_BY) == names.APP:
             component = labels.get(names.LABEL_COMPONENT)
             if component == names.COMPONENT_BALLOON:
@@ -225,3 +232,19 @@ class Streams:
             op.placement.on_task_pod(pod, deleted=deleted)
             op.gates.on_task_pod(pod, deleted=deleted)
             op.on_run_pod(pod)
+
+    def on_placeholder(self, pod: Mapping[str, Any], run_name: str, deleted: bool) -> None:
+        """A placeholder of Tekton's assistant (a namespace enabled: the glance dropped the
+        others). Its run is found by name among the live runs, else asked of the API server
+        (a placeholder the watch showed first, after a restart); one that waits for its anchor
+        has its run looked at, whose decision lets it go if no balloon comes."""
+        op, namespace = self.operator, str((pod.get("metadata") or {}).get("namespace") or "")
+        uid = op.live.named(namespace, run_name)
+        if not uid and (deleted or not gate.held(pod.get("spec") or {}, gate.PLACEHOLDER_GATE)):
+            return  # nothing of it held here
+        body = op.live.get(uid) if uid else self.kube.get_pipelinerun(namespace, run_name)
+        if body is None:
+            return  # its run is gone: it goes with it
+        uid = str((body.get("metadata") or {}).get("uid") or "")
+        if uid and op.gates.on_placeholder(pod, uid, deleted):
+            self.submit_run(uid, body, True)

@@ -16,7 +16,10 @@ Gates (core/placement/gate.py): the scheduling gate admission put on a run's pod
 once the run's balloon pod is bound: on the balloon pod's binding, on a gated pod's event when
 the anchor is already known (a pod made just before the run's mark reached its TaskRun, or
 replayed by the pod watch after a restart), at every resync round for a release that failed,
-for a run that ends, and for every gated pod when this process stops leading.
+for a run that ends, and for every gated pod when this process stops leading. So is the
+placeholder of Tekton's assistant that admission held in an opted-in namespace, given its run's
+anchor's node in the same patch (it mounts the run's claims: elsewhere it would take them); as
+it is for a run that gets no balloon (operator/runs.py: opted out, not ours, ended).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -32,10 +35,11 @@ from controller.core.basics import names
 from controller.core.basics.actions import Mark, ReleaseGate
 from controller.core.model import tekton
 from controller.core.placement import gate, mark
-from controller.core.placement.memory import Gated
+from controller.core.placement.memory import Gated, Placeholder, RunMemory
 from controller.kube import errors
 from controller.kube.client import ApiError, Kube, api_message
 from controller.kube.clusterview import Facts
+from controller.kube.nodeindex import NodeIndex
 from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
 from controller.operator.executor import Executor
@@ -125,11 +129,31 @@ class Marks:
 
 class Gates:
     def __init__(self, executor: Executor, index: PodIndex, metrics: Metrics,
-                 memory: Memories) -> None:
+                 memory: Memories, nodes: NodeIndex | None = None) -> None:
         self.executor = executor
         self.index = index
         self.metrics = metrics
-        self.memory = memory  # RunMemory.gated: the run's gated pods not yet seen released
+        # RunMemory.gated, .placeholders: the run's held pods not yet seen released
+        self.memory = memory
+        self.nodes = nodes  # the anchor's node's hostname label
+
+    def on_placeholder(self, pod: Mapping[str, Any], run_uid: str, deleted: bool = False) -> bool:
+        """A placeholder of the run: remembered while held, released at once beside a bound
+        anchor. True: it waits, and the run's look decides for it (its balloon, or none)."""
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        pod_uid = str(meta.get("uid") or "")
+        if deleted or not gate.held(spec, gate.PLACEHOLDER_GATE):
+            self._seen_released(run_uid, pod_uid)
+            return False
+        pinned = gate.HOSTNAME in (spec.get("nodeSelector") or {})
+        seen = Placeholder(pod_uid, str(meta.get("namespace") or ""),
+                           str(meta.get("name") or ""), pinned)
+        self.memory.update(run_uid, lambda m: replace(
+            m, placeholders=_with(m.placeholders, seen)))
+        if self.index.anchor(run_uid):
+            self._release(run_uid)
+            return False
+        return True
 
     def on_task_pod(self, pod: Mapping[str, Any], deleted: bool = False) -> None:
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
@@ -153,7 +177,7 @@ class Gates:
 
     def tend(self) -> None:
         """Releases what a failed call left held (called by the resync)."""
-        for uid in self.memory.runs(lambda m: m.gated):
+        for uid in self.memory.runs(_holds):
             if self.index.anchor(uid):
                 self._release(uid)
 
@@ -164,7 +188,7 @@ class Gates:
         keeps a pod from racing its balloon for their claims; each pod keeps its required term
         beside the balloon, so released early it waits for the anchor's node as it would have,
         and the next leader would take the gate off the same pods."""
-        for uid in self.memory.runs(lambda m: m.gated):
+        for uid in self.memory.runs(_holds):
             try:
                 self._release(uid)
             except Exception as exc:  # leadership ends: said, and the rest released
@@ -172,15 +196,21 @@ class Gates:
                             error=repr(exc))
 
     def forget(self, run_uid: str) -> None:
-        """The run ended or is deleted: its pods go with it, none waits for its anchor."""
+        """The run ended, is deleted or gets no balloon: none of its pods waits for one."""
         self._release(run_uid)
 
     def _release(self, run_uid: str) -> None:
-        """Every gated pod of the run released; a failure that may mend is raised once the
-        others were tried (the event is tried again after a backoff: faces/serial.py)."""
+        """Every held pod of the run released (its placeholders beside its anchor, if bound);
+        a failure that may mend is raised once the others were tried (the event is tried again
+        after a backoff: faces/serial.py)."""
         again: Exception | None = None
-        for pod_uid, namespace, name in self.memory.get(run_uid).gated:
-            done = self.executor.do(ReleaseGate(namespace, name, pod_uid, gate.release()))
+        node = self.index.anchor(run_uid) or ""
+        host = (self.nodes.images().hostnames.get(node) if self.nodes else None) or node
+        held = self.memory.get(run_uid)
+        for pod_uid, namespace, name, patch in (
+                *((*g, gate.release()) for g in held.gated),
+                *((*p[:3], gate.release_placeholder(host, p.pinned)) for p in held.placeholders)):
+            done = self.executor.do(ReleaseGate(namespace, name, pod_uid, patch))
             if done.ok and done.value:
                 self.metrics.gates_released.inc()
             elif (exc := done.error) is not None:
@@ -197,12 +227,20 @@ class Gates:
 
     def _seen_released(self, run_uid: str, pod_uid: str) -> None:
         self.memory.update(run_uid, lambda m: replace(
-            m, gated=tuple(g for g in m.gated if g.uid != pod_uid)))
+            m, gated=tuple(g for g in m.gated if g.uid != pod_uid),
+            placeholders=tuple(p for p in m.placeholders if p.uid != pod_uid)))
 
 
-def _with(gated: tuple[Gated, ...], pod: Gated) -> tuple[Gated, ...]:
+def _holds(m: RunMemory) -> object:
+    return m.gated or m.placeholders
+
+
+Held = TypeVar("Held", Gated, Placeholder)
+
+
+def _with(gated: tuple[Held, ...], pod: Held) -> tuple[Held, ...]:
     """The gated pods with this one, in the order first seen gated (a pod seen again keeps its
     place, with its newest name)."""
     if any(g.uid == pod.uid for g in gated):
         return tuple(pod if g.uid == pod.uid else g for g in gated)
-    return (*gated, pod)
+    return gated + (pod,)  # noqa: RUF005 (mypy: no spread of a constrained type variable)

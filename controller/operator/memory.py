@@ -116,8 +116,9 @@ class LiveRuns:
     namespaces this installation anchored in). Workers, the resync and watch threads use it at
     once: each call is one step of the memories."""
 
-    def __init__(self, memory: Memories) -> None:
+    def __init__(self, memory: Memories, per_run: Callable[[], bool] = lambda: False) -> None:
         self.memory = memory
+        self.per_run = per_run  # Tekton's assistant names the templated claims per run
 
     def __contains__(self, uid: object) -> bool:
         return isinstance(uid, str) and _live(self.memory.get(uid))
@@ -134,7 +135,19 @@ class LiveRuns:
     def claims_tekton_makes(self, uid: str) -> frozenset[str]:
         """The claims Tekton makes for the live run (a balloon waiting for one waits for it)."""
         body = self.get(uid)
-        return tekton.PipelineRun.from_body(body).claims_tekton_makes() if body else frozenset()
+        return (tekton.PipelineRun.from_body(body).claims_tekton_makes(self.per_run())
+                if body else frozenset())
+
+    def named(self, namespace: str, name: str) -> str:
+        """The uid of the live run of that name ("": none); what a placeholder of Tekton's
+        assistant names of its run (a look at every live run: placeholders are few)."""
+        if not name:
+            return ""
+        for uid, m in self.memory.items(_live):
+            meta = (m.body or {}).get("metadata") or {}
+            if meta.get("name") == name and meta.get("namespace") == namespace:
+                return uid
+        return ""
 
     def runs(self) -> list[tekton.PipelineRun]:
         return [tekton.PipelineRun.from_body(m.body) for _, m in self.memory.items(_live)

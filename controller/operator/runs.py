@@ -65,7 +65,7 @@ class Operator:
         # What the leader remembers of each run between two looks at it (operator/memory.py).
         self.memory = Memories()
         # The live runs: those whose memory holds their body.
-        self.live = LiveRuns(self.memory)
+        self.live = LiveRuns(self.memory, lambda: view.facts.claims_per_run)
         # Live runs whose last decision kept their balloon, until something they read changes.
         self.settled = Settled(settings.resync_settled_rounds, self.index, self.memory)
         # What the node watch last showed of each node (kube/nodeindex.py).
@@ -73,7 +73,7 @@ class Operator:
         self.warming = Warming(self.executor, caches, view, metrics, self.node_index)
         self.placement = Placement(kube, metrics, self.executor, self.index, self.memory,
                                    self.balloon_of, self.warming, self.later)
-        self.gates = Gates(self.executor, self.index, metrics, self.memory)
+        self.gates = Gates(self.executor, self.index, metrics, self.memory, self.node_index)
         self.budgets = Budgets(self.executor, caches)
         self.balloons = Balloons(self.executor, metrics, self.budgets, self.placement)
         self.unplaced = Unplaced(settings, kube, self.index, metrics, self.executor)
@@ -152,8 +152,7 @@ class Operator:
         self.later(run_uid, "room", lambda: self._room_due(run_uid), seconds)
 
     def _room_due(self, run_uid: str) -> None:
-        """A wait of its reservation ran out: tended, or before its balloon is made (the plan
-        is what is tended then) looked at."""
+        """Its reservation's wait ran out: tended (looked at before it has a balloon)."""
         body = self.live.get(run_uid)
         ns = str(((body or {}).get("metadata") or {}).get("namespace") or "")
         if body is not None and self.balloon_of(ns, balloon.balloon_name(run_uid)) is None:
@@ -162,8 +161,7 @@ class Operator:
             self.tend_room(run_uid)
 
     def on_run_pod(self, pod: Mapping[str, Any]) -> None:
-        """A balloon or TaskRun pod of a run changed: its reservation may have to follow, and
-        what waits for a node be said."""
+        """A pod of a run changed: its reservation may follow, what waits for a node be said."""
         labels = (pod.get("metadata") or {}).get("labels") or {}
         run = tekton.task_run_pod_run(labels)
         uid = run.uid if run is not None else str(labels.get(names.LABEL_RUN_UID) or "")
@@ -183,7 +181,7 @@ class Operator:
     # -- nodes ----------------------------------------------------------------------------------
 
     def on_node(self, node: Mapping[str, Any], deleted: bool = False) -> None:
-        """Kept in the node index (anchors, headroom, warm anchors read it); its anchors seen."""
+        """Kept once, in the node index; then the anchors on the node are looked at."""
         self.node_index.on_node(node, deleted=deleted)
         self.anchors.on_node(str((node.get("metadata") or {}).get("name") or ""))
 
@@ -212,8 +210,7 @@ class Operator:
         self.gates.forget(uid)
 
     def still_current(self, body: Mapping[str, Any]) -> bool:
-        """Whether this body is still the one the live runs hold (no newer event replaced it,
-        and its run has not ended)."""
+        """This body is still the one held for a live run (no newer event, the run not ended)."""
         return self.live.holds(str((body.get("metadata") or {}).get("uid") or ""), body)
 
     def run_event(self, body: Mapping[str, Any]) -> None:
@@ -248,6 +245,7 @@ class Operator:
         if admitted.forget_ended:  # finished runs stay in the cluster: their memory need not
             self.capacity.forget(run.uid)
             self.marks.forget(run.uid)
+        if not admitted.live:  # no balloon comes: nothing of the run waits for one
             self.gates.forget(run.uid)
         if admitted.done is not None:
             if admitted.release_room:  # it ended while its scout looked for room
@@ -271,6 +269,8 @@ class Operator:
             elif (fresh := self.observer.fresh(run)) is not run.raw:
                 return self._decide_again(run, fresh)  # the body was old: decided on the new
         decision = planned.decision
+        if not planned.anchors:  # opted out: its placeholders go as they are
+            self.gates.forget(run.uid)
         self.balloons.act(run, decision, existing)
         marked = True
         if planned.keeps:

@@ -14,7 +14,7 @@ import kopf
 from controller.core.admission import admission, affinity
 from controller.core.basics import names
 from controller.core.model.tekton import RunRef
-from controller.core.placement import balloon
+from controller.core.placement import balloon, gate
 from controller.core.replica import glance
 from controller.faces import kopf_handlers, reconciler
 from controller.faces.streams import POD_SELECTORS, Streams, concerns, may_concern
@@ -159,3 +159,33 @@ def test_the_handlers_are_all_on_event_so_an_empty_diff_base_loses_nothing() -> 
     assert list(registry._changing.get_all_handlers()) == []
     assert list(registry._spawning.get_all_handlers()) == []
     assert len(list(registry._watching.get_all_handlers())) == 1  # the policies'
+
+
+def aa_pod(namespace: str, uid: str = "aa-uid") -> dict[str, Any]:
+    """Tekton's placeholder pod as admission held it (in an opted-in namespace)."""
+    return {"metadata": {"name": "affinity-assistant-0123456789-0", "namespace": namespace,
+                         "uid": uid, "labels": {"tekton.dev/pipelineRun": "build-42",
+                                                "app.kubernetes.io/instance": "affinity-assistant-0123456789",
+                                                "app.kubernetes.io/component": "affinity-assistant"}},
+            "spec": {"schedulingGates": [{"name": gate.PLACEHOLDER_GATE}]}}
+
+
+def test_placeholders_of_opted_in_namespaces_are_watched_and_put_under_their_run_s_key() -> None:
+    """Issue 48: a watch of their own; those of other namespaces are dropped from a glance. A
+    placeholder is its run's work (found by namespace and name), and its run's look follows."""
+    streams_, kube = streams()
+    operator = streams_.operator
+    assert watched_by(aa_pod("team-a")["metadata"]["labels"]) == ["pods-placeholders"]
+    assert not may_concern(operator, glance.glance(raw(aa_pod("not-opted"))))
+    assert may_concern(operator, glance.glance(raw(aa_pod("team-a"))))
+    run = factories.pipelinerun()
+    kube.runs[run["metadata"]["name"]] = run
+    operator.reconcile_run(run)
+    put: list[str] = []
+    streams_.work.put = lambda key, *_: put.append(key)  # type: ignore[method-assign]
+    intake = next(i for i in streams_.intakes if i.name == "pods-placeholders")
+    intake._deliver("ADDED", aa_pod("team-a"))
+    assert put == [factories.RUN_UID]
+    streams_.on_pod("ADDED", aa_pod("team-a"))  # no anchor yet: held, and the run looked at
+    assert operator.memory.get(factories.RUN_UID).placeholders
+    assert put == [factories.RUN_UID, factories.RUN_UID]

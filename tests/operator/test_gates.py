@@ -8,6 +8,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from controller.core.placement import gate
+from controller.kube.nodeindex import NodeIndex
 from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
 from controller.operator.executor import Executor
@@ -116,3 +117,87 @@ def test_a_run_that_ends_leaves_no_pod_held() -> None:
     gates.on_task_pod(gated("compile"))
     gates.forget(factories.RUN_UID)
     assert [uid for _, _, uid in kube.released] == ["uid-compile"]
+
+
+# -- the placeholders of Tekton's assistant (issue 48) ---------------------------------------------
+
+
+class Patches:
+    """The pods' patches as the API server gets them."""
+
+    def __init__(self) -> None:
+        self.patches: list[tuple[str, dict[str, Any]]] = []
+
+    def release_pod_gate(self, namespace: str, name: str, uid: str, patch: dict[str, Any]) -> bool:
+        self.patches.append((uid, patch))
+        return True
+
+
+def placeholder(uid: str = "uid-aa", node_selector: dict[str, str] | None = None) -> dict[str, Any]:
+    """Tekton's placeholder pod as admission held it in an opted-in namespace."""
+    return {"metadata": {"name": f"affinity-assistant-{uid}-0", "namespace": "team-a", "uid": uid,
+                         "labels": {"tekton.dev/pipelineRun": "build-42",
+                                    "app.kubernetes.io/component": "affinity-assistant"}},
+            "spec": {"schedulingGates": [{"name": gate.PLACEHOLDER_GATE}],
+                     "nodeSelector": node_selector or {}}}
+
+
+def with_nodes() -> tuple[Gates, PodIndex, Patches]:
+    index, kube, nodes = PodIndex(), Patches(), NodeIndex(Metrics())
+    nodes.on_node({"metadata": {"name": "node-a", "labels": {gate.HOSTNAME: "host-a"}}})
+    return Gates(Executor(kube, None), index, Metrics(), Memories(), nodes), index, kube  # type: ignore[arg-type]
+
+
+BESIDE = {"spec": {"schedulingGates": [{"name": gate.PLACEHOLDER_GATE, "$patch": "delete"}],
+                   "nodeSelector": {gate.HOSTNAME: "host-a"}}}
+AS_IT_IS = {"spec": {"schedulingGates": [{"name": gate.PLACEHOLDER_GATE, "$patch": "delete"}]}}
+
+
+def test_placeholders_made_before_the_balloon_follow_it_once_bound_in_one_patch_each() -> None:
+    """One per claim (`workspaces` mode): each waits while the balloon does, then gets the
+    anchor's node's hostname label and loses its gate in the same patch."""
+    gates, index, kube = with_nodes()
+    assert gates.on_placeholder(placeholder("uid-aa"), factories.RUN_UID)  # its run looks
+    assert gates.on_placeholder(placeholder("uid-bb"), factories.RUN_UID)
+    assert kube.patches == []
+    bind(gates, index)
+    assert kube.patches == [("uid-aa", BESIDE), ("uid-bb", BESIDE)]
+    bind(gates, index)
+    assert len(kube.patches) == 2
+
+
+def test_a_placeholder_seen_after_its_anchor_is_bound_follows_it_at_once() -> None:
+    gates, index, kube = with_nodes()
+    bind(gates, index)
+    assert not gates.on_placeholder(placeholder(), factories.RUN_UID)
+    assert kube.patches == [("uid-aa", BESIDE)]
+
+
+def test_a_placeholder_pinned_by_the_run_s_template_keeps_its_own_selector() -> None:
+    """A gated pod's nodeSelector may be added to, never changed: one that names a host is let
+    go as it is (the balloon, made from the same template, went there)."""
+    gates, index, kube = with_nodes()
+    gates.on_placeholder(placeholder(node_selector={gate.HOSTNAME: "host-a"}), factories.RUN_UID)
+    bind(gates, index)
+    assert kube.patches == [("uid-aa", AS_IT_IS)]
+
+
+def test_a_placeholder_of_a_run_that_gets_no_balloon_goes_as_it_is_and_so_on_leaving() -> None:
+    gates, _, kube = with_nodes()
+    gates.on_placeholder(placeholder("uid-aa"), factories.RUN_UID)
+    gates.forget(factories.RUN_UID)  # opted out, not ours, ended (operator/runs.py)
+    gates.on_placeholder(placeholder("uid-bb"), factories.RUN_UID)
+    gates.release_all()  # this process stops leading
+    assert kube.patches == [("uid-aa", AS_IT_IS), ("uid-bb", AS_IT_IS)]
+
+
+def test_a_placeholder_released_or_deleted_is_forgotten() -> None:
+    gates, index, kube = with_nodes()
+    gates.on_placeholder(placeholder("uid-aa"), factories.RUN_UID)
+    gates.on_placeholder(placeholder("uid-bb"), factories.RUN_UID)
+    gates.on_placeholder(placeholder("uid-aa"), factories.RUN_UID, deleted=True)
+    released_by_another = placeholder("uid-bb")
+    released_by_another["spec"]["schedulingGates"] = []
+    assert not gates.on_placeholder(released_by_another, factories.RUN_UID)
+    bind(gates, index)
+    assert kube.patches == []

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from controller.core.basics import names
-from controller.core.placement import balloon, budget
+from controller.core.model.tekton import PipelineRun
+from controller.core.placement import balloon, budget, gate
+from controller.core.placement.reconcile import Verb
 from controller.core.policy import policy
 from controller.faces.resync import Resync
 from controller.kube import errors
@@ -118,6 +120,10 @@ class MemoryKube:
 
     def list_balloon_pods(self, namespace: str, run_uid: str) -> list[dict[str, Any]]:
         return [{"spec": {"nodeName": "node-1"}}]
+
+    def release_pod_gate(self, namespace: str, name: str, uid: str, patch: dict[str, Any]) -> bool:
+        self.pods.setdefault(name, {}).setdefault("patches", []).append(patch)
+        return True
 
     def event_messages(self, namespace: str, kind: str, reason: str) -> dict[str, list[str]]:
         return {}
@@ -643,3 +649,36 @@ def test_a_resync_round_with_a_queue_only_reads_and_puts_work_under_each_key() -
     for _, _, act in queued:  # the queue's workers
         act()
     assert set(kube.statefulsets) == {balloon.balloon_name("live-uid")}
+
+
+def test_with_tekton_s_assistant_on_a_run_of_an_opted_in_namespace_gets_its_balloon() -> None:
+    """Issue 48: no standing aside, in any of the assistant's modes; in the per-run modes the
+    balloon mounts the claims the placeholder's StatefulSet makes."""
+    for mode in ("workspaces", "pipelineruns", "isolate-pipelinerun"):
+        operator, kube = make()
+        view = operator.view
+        view.facts = replace(view.facts, assistant_on=True, feature_flags={"coschedule": mode})
+        body = factories.pipelinerun(workspaces=[
+            {"name": "shared", "volumeClaimTemplate": {"metadata": {"name": "cache"}}}])
+        kube.runs[body["metadata"]["name"]] = body
+        assert operator.reconcile_run(body).verb is Verb.CREATE
+        claims = balloon.claim_names(kube.statefulsets[balloon.balloon_name(factories.RUN_UID)])
+        run = PipelineRun.from_body(body)
+        assert claims == set(run.claims_tekton_makes(per_run=mode != "workspaces")), mode
+
+
+def test_the_placeholder_of_an_opted_out_run_goes_as_it_is_at_the_run_s_look() -> None:
+    """Admission holds every placeholder of an opted-in namespace (it carries the run's labels,
+    not its annotations): the run's look lets go of one whose run gets no balloon."""
+    operator, kube = make()
+    body = factories.pipelinerun(annotations={names.OPT_OUT_ANNOTATION: "false"})
+    kube.runs[body["metadata"]["name"]] = body
+    held = {"metadata": {"name": "affinity-assistant-0123456789-0", "namespace": "team-a",
+                         "uid": "uid-aa", "labels": {"tekton.dev/pipelineRun": "build-42",
+                                                     "app.kubernetes.io/component": "affinity-assistant"}},
+            "spec": {"schedulingGates": [{"name": gate.PLACEHOLDER_GATE}]}}
+    assert operator.gates.on_placeholder(held, factories.RUN_UID)  # no anchor: its run decides
+    assert operator.reconcile_run(body).verb is Verb.NONE
+    assert kube.pods["affinity-assistant-0123456789-0"]["patches"] == [
+        {"spec": {"schedulingGates": [{"name": gate.PLACEHOLDER_GATE, "$patch": "delete"}]}}]
+    assert kube.statefulsets == {}

@@ -45,7 +45,22 @@ def add(spec: Mapping[str, Any], name: str = GATE) -> list[dict[str, Any]]:
     return [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": name}]}]
 
 
-def release() -> dict[str, Any]:
-    """The strategic merge patch that removes the gate (by name: others' gates stay, and a pod
-    without it is left as it is)."""
-    return {"spec": {"schedulingGates": [{"name": GATE, "$patch": "delete"}]}}
+HOSTNAME: Final = "kubernetes.io/hostname"
+
+
+def release(name: str = GATE, hostname: str = "") -> dict[str, Any]:
+    """The strategic merge patch that removes the gate (or the one named; by name: others'
+    gates stay, and a pod without it is left as it is); `hostname`: and pins the pod to that
+    node, in the same update (a gated pod's nodeSelector may be added to, not changed)."""
+    spec: dict[str, Any] = {"schedulingGates": [{"name": name, "$patch": "delete"}]}
+    if hostname:
+        spec["nodeSelector"] = {HOSTNAME: hostname}
+    return {"spec": spec}
+
+
+def release_placeholder(hostname: str, pinned: bool) -> dict[str, Any]:
+    """A held placeholder of Tekton's assistant let go: beside its run's anchor (`hostname`:
+    the anchor's node's), where it takes the run's claims as the balloon did; as it is for a
+    run that gets no balloon (""), or whose pod template pins it to a host already (`pinned`:
+    the balloon, made from that template, went there too)."""
+    return release(PLACEHOLDER_GATE, "" if pinned else hostname)

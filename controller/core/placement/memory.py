@@ -51,6 +51,16 @@ class Gated(NamedTuple):
     name: str
 
 
+class Placeholder(NamedTuple):
+    """A placeholder of Tekton's assistant admission held (core/placement/gate.PLACEHOLDER_GATE),
+    not yet seen released; `pinned`: its own nodeSelector names a host already."""
+
+    uid: str
+    namespace: str
+    name: str
+    pinned: bool = False
+
+
 class Kept(NamedTuple):
     """A "keep" of the run's balloon that the resync may leave alone (operator/observe.py)."""
 
@@ -76,6 +86,8 @@ class RunMemory:
     marked: bool = False
     # Gates (operator/marking.py): its gated pods, in the order they were seen gated.
     gated: tuple[Gated, ...] = ()
+    # ... and its placeholders held, in the order they were seen held.
+    placeholders: tuple[Placeholder, ...] = ()
     # Estimates (operator/estimates.py): its peak, once complete.
     estimate: Estimate | None = None
     # Headroom (operator/headroom.py): its reservation's share of a node, once found.
