@@ -61,6 +61,7 @@ def test_with_the_assistant_on_opted_in_runs_are_ours_and_the_others_tekton_s(
     """A run in an opted-in namespace and one in a namespace that did not, at once: ours gets a
     balloon, our term on every pod and the Anchored Event; theirs gets Tekton's placeholder,
     Tekton's term on every pod, and no object or term of ours. Both succeed on one node each."""
+    runs.local_pvs_everywhere()  # cluster-wide: both runs' claims find a volume beside them
     ours = runs.start(tr.fan_out_fan_in(tr.unique("ours")))
     theirs = unlabelled.start(tr.fan_out_fan_in(tr.unique("theirs")))
     anchor = runs.anchor(ours)
