@@ -6,22 +6,22 @@ controller; Tekton's feature flags switched for the scenario and put back after 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
-from kubernetes import client
 
 from controller.core.model.assistant import pinned_to_assistant
+from controller.core.placement.gate import PLACEHOLDER_GATE
 from e2e.harness import tekton_runs as tr
-from e2e.harness.cluster import ClusterHandle, name_of
+from e2e.harness.cluster import ClusterHandle
 from e2e.harness.cluster import tekton as tekton_cluster
 from e2e.harness.coscheduler import Coscheduler
 from e2e.harness.runs import Runs, assert_co_located, our_terms
-from e2e.harness.tekton_runs import FAN_OUT, FETCH, PUBLISH
+from e2e.harness.tekton_runs import FAN_OUT, FETCH, PUBLISH, PodSeen
 
 pytestmark = pytest.mark.e2e
 
 ALL_TASKS = [FETCH, *FAN_OUT, PUBLISH]
-ASSISTANT = "app.kubernetes.io/component=affinity-assistant"
 
 
 @pytest.fixture
@@ -44,12 +44,11 @@ def switch(cluster: ClusterHandle, coscheduler: Coscheduler, mode: str | None) -
         == (1 if mode else 0), timeout=30, what=f"the operator sees the assistant {mode or 'off'}")
 
 
-def assistants(cluster: ClusterHandle, namespace: str) -> list[str]:
-    """Tekton's placeholders in the namespace: its affinity assistants' StatefulSets."""
-    with cluster.api_client() as api:
-        found = client.AppsV1Api(api).list_namespaced_stateful_set(
-            namespace, label_selector=ASSISTANT)
-    return [name_of(s) for s in found.items]
+def placeholders(runs: Runs, run: dict[str, Any]) -> list[PodSeen]:
+    """The pods of Tekton's placeholders for the run, as the namespace's recorder saw them."""
+    return [p for p in runs.recorder.all()
+            if p.labels.get("app.kubernetes.io/component") == "affinity-assistant"
+            and p.labels.get("tekton.dev/pipelineRun") == run["metadata"]["name"]]
 
 
 @pytest.mark.timeout(600)
@@ -75,4 +74,12 @@ def test_with_the_assistant_on_opted_in_runs_are_ours_and_the_others_tekton_s(
     assert [p.name for p in pods if our_terms(p)] == []
     assert all(pinned_to_assistant(p.spec) for p in pods), [p.name for p in pods]
     assert unlabelled.balloons() == []
-    assert assistants(cluster, unlabelled.ns), "Tekton made no placeholder for its run"
+    # Tekton deletes its placeholders once the run is done: the recorders saw them meanwhile.
+    their_placeholders = placeholders(unlabelled, theirs)
+    assert their_placeholders, "Tekton made no placeholder for its run"
+    assert all(p.gates == () for p in their_placeholders), [p.gates for p in their_placeholders]
+    our_placeholders = placeholders(runs, ours)
+    assert our_placeholders, "Tekton made no placeholder for our run"
+    for p in our_placeholders:  # held by admission, given the anchor's node by the leader
+        assert p.gates == (PLACEHOLDER_GATE,) and p.node == anchor, (p.name, p.gates, p.node)
+        assert (p.spec.get("nodeSelector") or {}).get("kubernetes.io/hostname") == anchor
