@@ -82,7 +82,8 @@ class DeletePod:
 
 @dataclass(frozen=True)
 class ReleaseGate:
-    """The scheduling gate taken off a pod; done: whether this call took it off."""
+    """A scheduling gate of ours taken off a pod (a placeholder of Tekton's assistant given its
+    run's anchor's node in the same patch); done: whether this call took it off."""
 
     namespace: str
     name: str
