@@ -1,8 +1,9 @@
 """Real PipelineRuns for the e2e suite and the comparison: builders, a pod recorder, waits.
 
 The kwok stage `pod-complete-taskrun` ends a TaskRun pod after the run-seconds annotation
-with the exit-code annotation; Tekton copies PipelineRun annotations (and the metadata of
-`spec.taskRunSpecs`) to TaskRuns and their pods, which is how a run says what its pods do.
+with the exit-code annotation (a pod with the hold annotation: not before the test takes it off,
+Runs.release); Tekton copies PipelineRun annotations (and the metadata of `spec.taskRunSpecs`)
+to TaskRuns and their pods, which is how a run says what its pods do.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from e2e.harness.cluster import ClusterHandle, create_once, name_of, node_schedu
 TEKTON = ("tekton.dev", "v1")
 RUN_SECONDS = "e2e.tekton-coscheduler.dev/run-seconds"
 EXIT_CODE = "e2e.tekton-coscheduler.dev/exit-code"
+HOLD = "e2e.tekton-coscheduler.dev/hold"  # the pod runs until the test takes this off
 LABEL_RUN_UID = "tekton.dev/pipelineRunUID"
 LABEL_TASK = "tekton.dev/pipelineTask"
 LABEL_TASK_RUN = "tekton.dev/taskRun"
