@@ -103,8 +103,7 @@ def _real_cluster(made: Parts, nodes: int) -> Iterator[Real]:
             registry.push(archive, name)
         real_nodes = realnode.RealNodes(cluster, network, cluster.run_dir, cluster.logs_dir,
                                         cluster.pki.ca_cert, cluster.kubeconfig, registry)
-        for _ in range(nodes):
-            real_nodes.add()
+        real_nodes.add(nodes)
         cluster.start_tekton(images=realimages.tekton_images())
         yield Real(cluster, real_nodes, image, registry)
     except BaseException:
