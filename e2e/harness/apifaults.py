@@ -126,8 +126,7 @@ def refresh(cluster: LocalCluster) -> None:
     restarted by their liveness probes. kwok too, as a kubelet: in a cold CI run a pod on a node
     added after the module's restarts was bound but not run within a minute (a watch of kwok's
     left stale by the restarts is the likely cause, not traced)."""
-    for component in ("kube-controller-manager", "kube-scheduler", "kwok"):
-        cluster.restart(component)
+    cluster.restart("kube-controller-manager", "kube-scheduler", "kwok")
 
 
 def settle(cluster: LocalCluster, nodes: Mapping[str, str], timeout: float = 120) -> None:
