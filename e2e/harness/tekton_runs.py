@@ -355,10 +355,12 @@ def anchored_node(message: str) -> str:
 
 
 def anchored_nodes(core: client.CoreV1Api, namespace: str, run_uid: str) -> list[str]:
-    """The nodes our Anchored Events on the run name."""
+    """The nodes our Anchored Events on the run name. Picked by the API server (a field
+    selector): a namespace of many runs holds thousands of Events, slow to read in whole."""
     return [
         anchored_node(str(event.message))
-        for event in core.list_namespaced_event(namespace).items
+        for event in core.list_namespaced_event(
+            namespace, field_selector=f"reason=Anchored,involvedObject.uid={run_uid}").items
         if event.reason == "Anchored" and event.involved_object.uid == run_uid
     ]
 
