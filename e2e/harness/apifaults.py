@@ -126,7 +126,8 @@ def refresh(cluster: LocalCluster) -> None:
     restarted by their liveness probes. kwok too, as a kubelet: in a cold CI run a pod on a node
     added after the module's restarts was bound but not run within a minute (a watch of kwok's
     left stale by the restarts is the likely cause, not traced)."""
-    cluster.restart("kube-controller-manager", "kube-scheduler", "kwok")
+    for component in ("kube-controller-manager", "kube-scheduler", "kwok"):
+        cluster.restart(component)
 
 
 def settle(cluster: LocalCluster, nodes: Mapping[str, str], timeout: float = 120) -> None:

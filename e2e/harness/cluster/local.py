@@ -10,7 +10,6 @@ import ssl
 import tempfile
 import time
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
@@ -79,21 +78,17 @@ class LocalCluster(ClusterHandle):
         super().__enter__()
         return self
 
-    def restart(self, *names: str, grace: float = 10.0) -> float:
-        """Stops components of the control plane (SIGTERM, as a static pod's restart does,
+    def restart(self, name: str, grace: float = 10.0) -> float:
+        """Stops a component of the control plane (SIGTERM, as a static pod's restart does,
         SIGKILL after `grace` seconds: a kube-apiserver holds its watches open until then) and
-        starts them again with the same flags and ports; returns once they are healthy, with
-        the seconds they were away. Several go together: stopped at once, started again (from
-        this thread, as every process of the harness), then each awaited."""
-        procs = {name: next(p for p in self.processes if p.name == name) for name in names}
+        starts it again with the same flags and port; returns once it is healthy, with the
+        seconds it was away."""
+        proc = next(p for p in self.processes if p.name == name)
         t0 = time.monotonic()
-        with ThreadPoolExecutor(len(procs)) as stopping:
-            list(stopping.map(lambda p: p.stop(grace), procs.values()))
-        for proc in procs.values():
-            proc.start()
-        for name, proc in procs.items():
-            wait_until(self._healthy[name], timeout=self.start_timeout,
-                       what=f"{name} healthy again", process=proc)
+        proc.stop(grace)
+        proc.start()
+        wait_until(self._healthy[name], timeout=self.start_timeout, what=f"{name} healthy again",
+                   process=proc)
         return time.monotonic() - t0
 
     # components --------------------------------------------------------------------------
