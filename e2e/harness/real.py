@@ -103,7 +103,8 @@ def _real_cluster(made: Parts, nodes: int) -> Iterator[Real]:
             registry.push(archive, name)
         real_nodes = realnode.RealNodes(cluster, network, cluster.run_dir, cluster.logs_dir,
                                         cluster.pki.ca_cert, cluster.kubeconfig, registry)
-        real_nodes.add(nodes)
+        for _ in range(nodes):
+            real_nodes.add()
         cluster.start_tekton(images=realimages.tekton_images())
         yield Real(cluster, real_nodes, image, registry)
     except BaseException:

@@ -23,7 +23,6 @@ import os
 import shutil
 import subprocess
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,29 +111,20 @@ class RealNodes:
                                     self.logs_dir / "kube-proxy.log")
         self.proxy.start()
 
-    def add(self, count: int = 1) -> list[RealNode]:
-        """Real nodes, Ready, their sandbox image pulled; they pull every other as pods ask.
-        Side by side: each step for every node, then the next (the pulls at once, then every
-        node's registration awaited together). The processes start from this thread, whose
-        end kills them (processes.py: PDEATHSIG fires when the forking thread ends)."""
+    def add(self) -> RealNode:
+        """A real node, Ready, its sandbox image pulled; it pulls every other as pods ask."""
         if not self.nodes:
             self.start_proxy()
-        made = []
-        for _ in range(count):
-            index = len(self.nodes)
-            bridge, address = self.network.bridge(index)
-            made.append(RealNode(f"real-{index}", index, self.run_dir / f"real-{index}",
-                                 address, bridge))
-            self.nodes.append(made[-1])
-        for node in made:
-            self._containerd(node)
-        with ThreadPoolExecutor(len(made)) as pool:
-            list(pool.map(self._pull_sandbox, made))
-        for node in made:
-            self._kubelet(node)
-        self.cluster.wait_for(lambda: all(self._ready(n.name) for n in made), timeout=120,
-                              what=f"real nodes {', '.join(n.name for n in made)} Ready")
-        return made
+        index = len(self.nodes)
+        bridge, address = self.network.bridge(index)
+        node = RealNode(f"real-{index}", index, self.run_dir / f"real-{index}", address, bridge)
+        self.nodes.append(node)
+        self._containerd(node)
+        self._pull_sandbox(node)
+        self._kubelet(node)
+        self.cluster.wait_for(lambda: self._ready(node.name), timeout=120,
+                              what=f"real node {node.name} Ready")
+        return node
 
     def _ready(self, name: str) -> bool:
         with self.cluster.api_client() as api:
@@ -212,9 +202,15 @@ class RealNodes:
         the processes the harness started stopped, by id, and the host put back."""
         with contextlib.suppress(Exception):
             self._delete_pods()
-        if self.nodes:
-            with ThreadPoolExecutor(len(self.nodes)) as pool:  # each node's teardown its own
-                list(pool.map(self._stop_node, self.nodes))
+        for node in self.nodes:
+            if node.kubelet is not None:
+                node.kubelet.stop()
+            self._end_tasks(node)
+            if node.containerd is not None:
+                node.containerd.stop()
+            self._kill_shims(node)
+            realhost.unmount_under(node.root)
+            realhost.remove_cgroups(node.cgroup_root)
         if self.proxy is not None:
             self.proxy.stop()
             self.proxy = None
@@ -250,17 +246,6 @@ class RealNodes:
 
             with contextlib.suppress(TimeoutError):
                 self.cluster.wait_for(gone, timeout=60, what="the real nodes' pods gone")
-
-    @classmethod
-    def _stop_node(cls, node: RealNode) -> None:
-        if node.kubelet is not None:
-            node.kubelet.stop()
-        cls._end_tasks(node)
-        if node.containerd is not None:
-            node.containerd.stop()
-        cls._kill_shims(node)
-        realhost.unmount_under(node.root)
-        realhost.remove_cgroups(node.cgroup_root)
 
     @staticmethod
     def _end_tasks(node: RealNode) -> None:
