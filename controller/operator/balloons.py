@@ -1,7 +1,8 @@
-"""The balloon StatefulSets, made, re-planned and deleted as a run's decision says
-(operator/runs.py decides, this acts), counted, and a failure that trying again cannot mend said
-on the run. What may mend is raised: the work queue tries the run again (faces/serial.py). With
-a namespace's first balloon comes its PodDisruptionBudget (below).
+"""A run's plan applied (core/placement/runplan.Plan): its actions handed to the executor one
+by one, in order, and what each answer means for the next: the balloon counted, a failure that
+trying again cannot mend said on the run, the run remembered as marked. What may mend is raised
+and ends the plan there: the work queue tries the run again (faces/serial.py), and it is planned
+anew. With a namespace's first balloon comes its PodDisruptionBudget (below).
 """
 
 from __future__ import annotations
@@ -11,25 +12,23 @@ from typing import Any
 
 import structlog
 
-from controller.core.basics import names
+from controller.core.basics import actions, names
 from controller.core.basics.actions import (
     DeleteBalloon,
     DeleteBudget,
-    MakeBalloon,
     MakeBudget,
-    ReplanBalloon,
     Say,
 )
 from controller.core.basics.notices import Notice
 from controller.core.model import tekton
-from controller.core.placement import budget, reconcile
-from controller.core.placement.reconcile import Verb
+from controller.core.placement import budget, runplan
 from controller.kube import errors
 from controller.kube.caches import Caches
 from controller.kube.client import api_message
 from controller.kube.clusterview import Facts
 from controller.metrics import Metrics
 from controller.operator.executor import Done, Executor, pipelinerun_ref
+from controller.operator.memory import Memories
 from controller.operator.placement import Placement
 
 log = structlog.get_logger(__name__)
@@ -37,74 +36,80 @@ log = structlog.get_logger(__name__)
 
 class Balloons:
     def __init__(self, executor: Executor, metrics: Metrics, budgets: Budgets,
-                 placement: Placement) -> None:
+                 placement: Placement, memory: Memories) -> None:
         self.executor = executor
         self.metrics = metrics
         self.budgets = budgets
         self.placement = placement
+        self.memory = memory  # RunMemory.marked, once the plan's marks are done
 
-    def act(
-        self,
-        run: tekton.PipelineRun,
-        decision: reconcile.Decision,
-        existing: Mapping[str, Any] | None,
-    ) -> None:
+    def apply(self, run: tekton.PipelineRun, plan: runplan.Plan) -> bool:
+        """The plan's actions done in order. False: a mark could not be made, and trying again
+        cannot mend it (logged: the run stays anchored while its namespace is enabled, and its
+        next event tries again)."""
         ref = pipelinerun_ref(run.name, run.namespace, run.uid)
-        bound = log.bind(object=f"PipelineRun/{run.namespace}/{run.name}", verb=str(decision.verb))
-        for notice in decision.notices:
-            self.executor.do(Say(ref, notice, run.uid))
-        if decision.verb is Verb.CREATE:
-            assert decision.manifest is not None
-            done = self.executor.do(MakeBalloon(decision.manifest))
-            if done.ok:
-                _, created = done.value
-                self.budgets.ensure(run)
-                if created:
-                    self.metrics.balloons_created.inc()
-                    self.metrics.balloons_active.inc()
-                    bound.info("balloon created", balloon=decision.manifest["metadata"]["name"])
-        elif decision.verb is Verb.UPDATE:
-            assert decision.manifest is not None
-            done = self.executor.do(ReplanBalloon(decision.manifest))
-            if done.ok:
+        bound = log.bind(object=f"PipelineRun/{run.namespace}/{run.name}",
+                         verb=str(plan.decision.verb))
+        for action in plan.actions:
+            done = self.executor.do(action)
+            if isinstance(action, actions.MakeBalloon | actions.ReplanBalloon):
+                self._balloon(ref, plan.decision, action, done, bound)
+            elif isinstance(action, DeleteBalloon):
+                self._deleted(action, run.uid, done, plan.decision.why)
+            elif isinstance(action, MakeBudget):
+                self.budgets.made(ref, run.namespace, done)
+            elif isinstance(action, actions.Mark):
+                if done.api_error is not None and not errors.classify(done.api_error).retry:
+                    bound.warning("could not mark the anchored run",
+                                  error=f"{done.api_error.status} {api_message(done.api_error)}")
+                    return False
+                done.get()  # tried again after a backoff (faces/serial.py)
+            elif isinstance(action, actions.DeletePod):
+                log.info("reservation deleted", pod=action.name, why=plan.decision.why)
+                done.get()
+        if plan.marks:
+            self.memory.set(run.uid, marked=True)
+        return True
+
+    def _balloon(self, ref: Mapping[str, Any], decision: Any,
+                 action: actions.MakeBalloon | actions.ReplanBalloon, done: Done,
+                 bound: Any) -> None:
+        made = isinstance(action, actions.MakeBalloon)
+        if done.ok:
+            if not made:
                 bound.info("balloon template replaced", why=decision.why)
-        elif decision.verb is Verb.DELETE and existing is not None:
-            done = self._delete(existing, decision.why)
-        else:
+            elif done.value[1]:  # this call made it
+                self.metrics.balloons_created.inc()
+                self.metrics.balloons_active.inc()
+                bound.info("balloon created", balloon=action.manifest["metadata"]["name"])
             return
         exc = done.api_error
         if exc is not None and done.failure is not None and errors.worth_saying(done.failure):
             # What mends itself (throttled, a timeout, a restarted API server's first 403s) is
             # no Warning: tried again. What lasts is said, and still tried again.
-            reason = (
-                "BalloonCreateFailed" if decision.verb is Verb.CREATE else "BalloonUpdateFailed"
-            )
+            reason = "BalloonCreateFailed" if made else "BalloonUpdateFailed"
             self.metrics.balloon_problems.labels(reason=reason).inc()
-            self.executor.do(Say(
-                ref,
-                Notice(
-                    reason,
-                    f"{decision.verb} of the balloon failed: {exc.status} {api_message(exc)}; "
-                    "the run's pods may wait for their anchor",
-                ),
-                run.uid,
-            ))
+            self.executor.do(Say(ref, Notice(
+                reason,
+                f"{decision.verb} of the balloon failed: {exc.status} {api_message(exc)}; "
+                "the run's pods may wait for their anchor",
+            ), ref["metadata"]["uid"]))
         done.get()  # a failure goes to the work queue, which tries the run again
 
-    def delete(self, statefulset: Mapping[str, Any], why: str) -> None:
-        self._delete(statefulset, why).get()
-
-    def _delete(self, statefulset: Mapping[str, Any], why: str) -> Done:
-        meta = statefulset["metadata"]
-        done = self.executor.do(DeleteBalloon(meta["namespace"], meta["name"], meta.get("uid")))
-        if not done.ok:
-            return done
+    def _deleted(self, action: DeleteBalloon, run_uid: str, done: Done, why: str) -> None:
+        done.get()
         if done.value:
             self.metrics.balloons_deleted.labels(reason=why).inc()
             self.metrics.balloons_active.dec()
-            log.info("balloon deleted", balloon=meta["name"], namespace=meta["namespace"], why=why)
-        self.placement.forget((meta.get("labels") or {}).get(names.LABEL_RUN_UID, ""))
-        return done
+            log.info("balloon deleted", balloon=action.name, namespace=action.namespace, why=why)
+        self.placement.forget(run_uid)
+
+    def delete(self, statefulset: Mapping[str, Any], why: str) -> None:
+        """A balloon no run's plan keeps (the resync's: its run ended or is gone)."""
+        meta = statefulset["metadata"]
+        action = DeleteBalloon(meta["namespace"], meta["name"], meta.get("uid"))
+        run_uid = str((meta.get("labels") or {}).get(names.LABEL_RUN_UID, ""))
+        self._deleted(action, run_uid, self.executor.do(action), why)
 
 
 # -- the namespace's PodDisruptionBudget -----------------------------------------------------------
@@ -125,33 +130,30 @@ class Budgets:
         # missing both ask for it, and the second is told it exists, as after a restart).
         self._made: set[str] = set()
 
-    def ensure(self, run: tekton.PipelineRun) -> None:
-        """The balloon of this run was just made: its namespace's budget covers it. One call a
-        namespace while this process leads; without it a drain may evict the anchor: said on
-        the run when trying again cannot mend it (else the resync makes it), not fatal."""
-        if run.namespace in self._made:
-            return
-        done = self.executor.do(MakeBudget(budget.of_namespace(run.namespace)))
+    def kept(self, namespace: str) -> bool:
+        """The namespace's budget is known made: a run's plan asks for it no more (one call a
+        namespace while this process leads)."""
+        return namespace in self._made
+
+    def made(self, ref: Mapping[str, Any], namespace: str, done: Done) -> None:
+        """The budget asked for with a run's balloon (its plan's MakeBudget): without it a
+        drain may evict the anchor. Said on the run when trying again cannot mend it (else the
+        resync makes it), not fatal."""
         exc = done.api_error
         if exc is None:
             done.get()  # no answer at all (a broken connection): the work queue's to retry
-            self._made.add(run.namespace)
+            self._made.add(namespace)
             return
         if done.failure is None or not errors.worth_saying(done.failure):
             # Throttled, a timeout, an API server's first moments: the resync makes it.
             log.info("the namespace's budget for balloons not made yet",
-                     namespace=run.namespace, error=f"{exc.status} {api_message(exc)}")
+                     namespace=namespace, error=f"{exc.status} {api_message(exc)}")
             return
-        self.executor.do(Say(
-            pipelinerun_ref(run.name, run.namespace, run.uid),
-            Notice(
-                "BalloonUnprotected",
-                f"the namespace's PodDisruptionBudget for balloons could not be made "
-                f"({exc.status} {api_message(exc)}): a drain of its node may evict the "
-                "anchor",
-            ),
-            run.uid,
-        ))
+        self.executor.do(Say(ref, Notice(
+            "BalloonUnprotected",
+            f"the namespace's PodDisruptionBudget for balloons could not be made "
+            f"({exc.status} {api_message(exc)}): a drain of its node may evict the anchor",
+        ), ref["metadata"]["uid"]))
 
     def _name_taken(self, namespace: str, balloons: Sequence[Mapping[str, Any]]) -> None:
         """A budget of that name exists, but not ours (the cache, by our labels, has none):

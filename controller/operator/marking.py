@@ -34,9 +34,8 @@ import structlog
 from controller.core.basics import names
 from controller.core.basics.actions import Mark, ReleaseGate
 from controller.core.model import tekton
-from controller.core.placement import gate, mark
+from controller.core.placement import gate, mark, runplan
 from controller.core.placement.memory import Gated, Placeholder, RunMemory
-from controller.kube import errors
 from controller.kube.client import ApiError, Kube, api_message
 from controller.kube.clusterview import Facts
 from controller.kube.nodeindex import NodeIndex
@@ -72,24 +71,12 @@ class Marks:
     def marked(self, run: tekton.PipelineRun) -> bool:
         return mark.by(run, self.installation) or self.memory.get(run.uid).marked
 
-    def ensure(self, run: tekton.PipelineRun, topology_key: str) -> bool:
-        """Marks the run and its TaskRuns, once. A failure that may mend is raised (the work
-        queue tries again); one that cannot is logged (False): the run stays anchored while its
-        namespace is enabled, and its next event tries again."""
-        if self.marked(run) or not mark.ready(run):
-            return True  # marked, or Tekton's first writes still to come: they wake the run
-        try:
-            self.executor.do(Mark("pipelineruns", run.namespace, run.name,
-                                  mark.patch(run.uid, topology_key, self.installation))).get()
-            self._mark_task_runs(run, topology_key, self.index.task_runs(run.uid))
-        except ApiError as exc:
-            if errors.classify(exc).retry:
-                raise  # the run's event is tried again after a backoff (faces/serial.py)
-            log.warning("could not mark the anchored run", error=f"{exc.status} {api_message(exc)}",
-                        object=f"PipelineRun/{run.namespace}/{run.name}")
-            return False
-        self.memory.set(run.uid, marked=True)
-        return True
+    def marking(self, run: tekton.PipelineRun, facts: Facts) -> runplan.Marking:
+        """What the run's plan reads to mark it (core/placement/runplan.py): a run not marked
+        yet is marked with its TaskRuns the pod watch has shown, once Tekton's first writes
+        are done (they wake the run)."""
+        return runplan.Marking(self.installation, facts.topology_key(run.namespace),
+                               self.marked(run), tuple(self.index.task_runs(run.uid)))
 
     def _mark_task_runs(self, run: tekton.PipelineRun, topology_key: str,
                         names: Iterable[str]) -> None:

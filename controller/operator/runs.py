@@ -75,7 +75,8 @@ class Operator:
                                    self.balloon_of, self.warming, self.later)
         self.gates = Gates(self.executor, self.index, metrics, self.memory, self.node_index)
         self.budgets = Budgets(self.executor, caches)
-        self.balloons = Balloons(self.executor, metrics, self.budgets, self.placement)
+        self.balloons = Balloons(self.executor, metrics, self.budgets, self.placement,
+                                 self.memory)
         self.unplaced = Unplaced(settings, kube, self.index, metrics, self.executor)
         self.anchors = AnchorGuard(kube, self.index, self.node_index, self.placement, metrics,
                                    self.executor, self.memory, self.soon)
@@ -260,24 +261,22 @@ class Operator:
         observed, src = self.observer.observe(run, facts, existing, serves)
         if existing is None:  # a ResolutionRequest's event wakes the runs whose anchor waits
             self.estimates.resolving.hold(run, observed.resolving)
-        asked: frozenset[Ask] = frozenset()
-        while (planned := runplan.plan(observed, newest, asked)).ask is not None:
-            asked |= {planned.ask}
+        view = runplan.View(observed, newest, self.marks.marking(run, facts), existing,
+                            self.budgets.kept(run.namespace), tuple(self.index.rooms(run.uid)))
+        while (planned := runplan.plan(view)).ask is not None:
+            view = replace(view, asked=view.asked | {planned.ask})
             if planned.ask is Ask.BALLOON_NODE:  # asked of the API server once per run
                 node = self.placement.node_of(run.namespace, run.uid)
-                observed = replace(observed, balloon_pod_node=node or observed.balloon_pod_node)
+                view = replace(view, observed=replace(
+                    observed, balloon_pod_node=node or observed.balloon_pod_node))
             elif (fresh := self.observer.fresh(run)) is not run.raw:
                 return self._decide_again(run, fresh)  # the body was old: decided on the new
         decision = planned.decision
         if not planned.anchors:  # opted out: its placeholders go as they are
             self.gates.forget(run.uid)
-        self.balloons.act(run, decision, existing)
-        marked = True
+        marked = self.balloons.apply(run, planned)
         if planned.keeps:
-            marked = self.marks.ensure(run, facts.topology_key(run.namespace))
             self.tend_room(run.uid, decision.manifest, src)
-        elif self.index.rooms(run.uid):
-            self.capacity.release(run.uid, decision.why)
         live = self.live.reconciled(run.uid)
         if live and decision.verb is Verb.KEEP and marked:  # a mark not made: its next event
             self.settled.settle(run.uid, run.namespace, begun, reconcile.reads(run))

@@ -2,11 +2,14 @@
 
 `admit` comes first, from what is known without observing the run (is it ours, has it ended,
 may it still have a balloon): whether it is among the live runs, what is forgotten of it, and
-whether there is anything more to do. `plan` comes after the observation: the decision
-(core/placement/reconcile.decide), or a read it needs before it can be trusted (`Ask`): the
-node of a balloon pod the pod watch has not shown yet, or the run as the API server has it now
-when the decision would write from a body that may be old. The operator reads what is asked and
-plans again; then it acts on the plan (operator/runs.py).
+whether there is anything more to do. `plan` comes after the observation, from one `View` of
+the run: the decision (core/placement/reconcile.decide) and the actions that carry it out, in
+order (what the observation found worth saying, the balloon made, re-planned or deleted, the
+namespace's budget, the run's mark, its reservation pods released), with the run's memory after
+them; or a read it needs before it can be trusted (`Ask`): the node of a balloon pod the pod
+watch has not shown yet, or the run as the API server has it now when the decision would write
+from a body that may be old. The operator reads what is asked and plans again; then the
+executor applies the plan's actions one by one (operator/balloons.Applier).
 """
 
 from __future__ import annotations
@@ -17,7 +20,18 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from controller.core.basics import names
+from controller.core.basics.actions import (
+    Action,
+    DeleteBalloon,
+    DeletePod,
+    MakeBalloon,
+    MakeBudget,
+    Mark,
+    ReplanBalloon,
+    Say,
+)
 from controller.core.model import tekton
+from controller.core.placement import budget, mark
 from controller.core.placement.reconcile import Decision, Observed, Verb, anchors, decide
 
 
@@ -59,6 +73,39 @@ class Ask(enum.Enum):
     RUN = "the run as the API server has it now"
 
 
+def reference(name: str, namespace: str, uid: str) -> dict[str, Any]:
+    """A PipelineRun's reference, what its Events are said on."""
+    return {
+        "apiVersion": f"{tekton.GROUP}/{tekton.VERSION}",
+        "kind": tekton.PIPELINE_RUN_KIND,
+        "metadata": {"name": name, "namespace": namespace, "uid": uid},
+    }
+
+
+@dataclass(frozen=True)
+class Marking:
+    """What the run's mark reads (core/placement/mark.py)."""
+
+    installation: str  # our namespace label, `label=value`
+    topology_key: str  # the namespace's, for a run not marked yet
+    marked: bool  # by its label, or by this process before the watch shows it
+    task_runs: tuple[str, ...] = ()  # its TaskRuns the pod watch has shown
+
+
+@dataclass(frozen=True)
+class View:
+    """One look at a run, as read before anything is done: its observation, and what the
+    actions after its balloon's read."""
+
+    observed: Observed
+    newest: bool  # no newer body of the run is known (a watch event's, or one just read)
+    marking: Marking
+    existing: Mapping[str, Any] | None = None  # its balloon StatefulSet
+    budget_kept: bool = True  # its namespace's budget for balloons is known made
+    rooms: tuple[Mapping[str, Any], ...] = ()  # its reservation pods
+    asked: frozenset[Ask] = frozenset()  # what was read for this look already (each once)
+
+
 @dataclass(frozen=True)
 class Plan:
     decision: Decision
@@ -68,20 +115,63 @@ class Plan:
     keeps: bool = False
     # The run has, or is to have, a balloon (core/placement/reconcile.anchors).
     anchors: bool = True
+    # What carries the decision out, in order (the executor stops at a failure that is the
+    # work queue's to retry).
+    actions: tuple[Action, ...] = ()
+    # The run's memory once its actions are done: marked by this process (RunMemory.marked).
+    marks: bool = False
 
 
-def plan(observed: Observed, newest: bool, asked: frozenset[Ask] = frozenset()) -> Plan:
-    """`newest`: no newer body of the run is known (a watch event's, or the API server's just
-    read); `asked`: what was read for this look already (each is asked once)."""
+def plan(view: View) -> Plan:
+    observed, asked = view.observed, view.asked
     decision = decide(observed)
     if (decision.verb is Verb.UPDATE and observed.balloon_pod_node is None
             and Ask.BALLOON_NODE not in asked):
         # Before a template is replaced: the pod watch may not have shown the balloon's pod
         # yet (just after a restart).
         return Plan(decision, Ask.BALLOON_NODE)
-    if decision.verb in (Verb.CREATE, Verb.UPDATE) and not newest and Ask.RUN not in asked:
+    if decision.verb in (Verb.CREATE, Verb.UPDATE) and not view.newest and Ask.RUN not in asked:
         return Plan(decision, Ask.RUN)
     # What the observation found worth saying is said first, as the decision's own notices.
     decision = replace(decision, notices=observed.notices + decision.notices)
     keeps = decision.verb in (Verb.CREATE, Verb.UPDATE, Verb.KEEP) or bool(decision.manifest)
-    return Plan(decision, keeps=keeps, anchors=anchors(observed))
+    run = observed.run
+    ref = reference(run.name, run.namespace, run.uid)
+    acts: list[Action] = [Say(ref, notice, run.uid) for notice in decision.notices]
+    acts += _balloon(run, decision, view)
+    marks = keeps and not view.marking.marked and mark.ready(run)
+    if marks:  # the run and the TaskRuns Tekton made before it (it copies the mark after)
+        m = view.marking
+        patch = mark.patch(run.uid, m.topology_key, m.installation)
+        acts.append(Mark("pipelineruns", run.namespace, run.name, patch))
+        acts += (Mark("taskruns", run.namespace, name, patch) for name in m.task_runs)
+    if not keeps:  # no balloon to follow: its reservation pods go
+        acts += (_release(pod) for pod in view.rooms if _is_room(pod))
+    return Plan(decision, keeps=keeps, anchors=anchors(observed), actions=tuple(acts),
+                marks=marks)
+
+
+def _balloon(run: tekton.PipelineRun, decision: Decision, view: View) -> list[Action]:
+    if decision.verb is Verb.CREATE:
+        assert decision.manifest is not None
+        # With a namespace's first balloon comes its PodDisruptionBudget.
+        made = [] if view.budget_kept else [MakeBudget(budget.of_namespace(run.namespace))]
+        return [MakeBalloon(decision.manifest), *made]
+    if decision.verb is Verb.UPDATE:
+        assert decision.manifest is not None
+        return [ReplanBalloon(decision.manifest)]
+    if decision.verb is Verb.DELETE and view.existing is not None:
+        meta = view.existing["metadata"]
+        return [DeleteBalloon(meta["namespace"], meta["name"], meta.get("uid"))]
+    return []
+
+
+def _is_room(pod: Mapping[str, Any]) -> bool:
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return labels.get(names.LABEL_COMPONENT) == names.COMPONENT_RESERVATION
+
+
+def _release(pod: Mapping[str, Any]) -> DeletePod:
+    meta = pod.get("metadata") or {}
+    return DeletePod(str(meta.get("namespace")), str(meta.get("name")), str(meta.get("uid")),
+                     grace=0)
