@@ -17,6 +17,7 @@ from controller.core.basics.actions import (
     DeleteBalloon,
     DeleteBudget,
     MakeBudget,
+    Remember,
     Say,
 )
 from controller.core.basics.notices import Notice
@@ -51,6 +52,9 @@ class Balloons:
         bound = log.bind(object=f"PipelineRun/{run.namespace}/{run.name}",
                          verb=str(plan.decision.verb))
         for action in plan.actions:
+            if isinstance(action, Remember):
+                self.memory.set(action.run_uid, **action.changes)
+                continue
             done = self.executor.do(action)
             if isinstance(action, actions.MakeBalloon | actions.ReplanBalloon):
                 self._balloon(ref, plan.decision, action, done, bound)
@@ -65,10 +69,8 @@ class Balloons:
                     return False
                 done.get()  # tried again after a backoff (faces/serial.py)
             elif isinstance(action, actions.DeletePod):
-                log.info("reservation deleted", pod=action.name, why=plan.decision.why)
+                log.info("reservation deleted", pod=action.name, why=action.why)
                 done.get()
-        if plan.marks:
-            self.memory.set(run.uid, marked=True)
         return True
 
     def _balloon(self, ref: Mapping[str, Any], decision: Any,

@@ -14,10 +14,10 @@ from typing import Any
 
 import structlog
 
-from controller.core.basics import names, quantity
-from controller.core.basics.actions import DeletePod, MakePod, Say
+from controller.core.basics import quantity
+from controller.core.basics.actions import DeletePod, MakePod, Planned, Remember, Say
 from controller.core.basics.notices import Notice
-from controller.core.capacity import reservation, reservation_pod, settle
+from controller.core.capacity import peak, reservation, roomplan, settle
 from controller.core.capacity.settle import Acted
 from controller.core.model import progress, tekton
 from controller.core.placement.memory import RunMemory
@@ -28,7 +28,7 @@ from controller.kube.clusterview import Facts
 from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
 from controller.operator.estimates import Estimates, Sources, age, read_sources, rooms_of
-from controller.operator.executor import Executor, pipelinerun_ref
+from controller.operator.executor import Done, Executor, pipelinerun_ref
 from controller.operator.headroom import Headroom
 from controller.operator.memory import Memories
 from controller.settings import Settings
@@ -146,79 +146,68 @@ class Capacity:
             self.executor.do(Say(ref, unestimated, run.uid))
         if base is None or found is None:
             return False
+        return self._apply(run, roomplan.plan(self._view(run, facts, ref, base, found)))
+
+    def _view(self, run: tekton.PipelineRun, facts: Facts, ref: Mapping[str, Any],
+              base: Mapping[str, Any], found: peak.Estimate) -> roomplan.RoomView:
+        """What the run's reservation step reads, from the watches (the snapshot)."""
         now = datetime.now(UTC)
-        # Read again, not from `src`: a caller's sources may predate the last act (a second
+        # Read again, not from the caller's sources: they may predate the last act (a second
         # scout would be made for a first the watch already shows).
         rooms = rooms_of(self.index, run.uid, now)
-        for extra in rooms[1:]:  # a replaced scout still ending: only the newest counts
-            self._delete(extra, "an older reservation")
         pods = self.index.run_pods(run.uid)  # read once: the progress and the layers both
         _, _, pending = progress.progress(pods)
         pending = pending or progress.pods_to_come(run.status.get("childReferences"), pods)
-        between = progress.between_layers(pods)
         own = reservation.room_of(rooms[0], 0).size if rooms else {}
         spec = base["spec"]["template"]["spec"]
         full, need, limited = self.headroom.asks(run, facts, found, own, spec)
-        for notice in limited:
-            self.executor.do(Say(ref, notice, run.uid))
         pod = self.index.balloon(run.uid)
-        requires_room = reservation.requires_room(spec, run.uid)
-        if requires_room and not reservation.worth(full) and not (pod and pod.node):
-            # The quota leaves no reservation: the unbound balloon must not wait for one
-            # (re-planned without; not tended again before the watch shows it).
-            self.memory.set(run.uid, acted=Acted(time.monotonic(), hold=settle.SETTLE))
-            return True
         waiting = self.index.balloon_waiting(run.uid)
         capacity = facts.policy_for(run.namespace).policy.capacity
         seen = reservation.Seen(
             full=full,
             need=need,
-            requires_room=requires_room,
+            requires_room=reservation.requires_room(spec, run.uid),
             balloon_node=(pod.node or None) if pod else None,
             balloon_waiting=(now - waiting.since).total_seconds() if waiting else 0.0,
             pods_pending=pending,
             room=reservation.room_of(rooms[0], age(rooms[0], now)) if rooms else None,
             wait_seconds=capacity.wait_seconds,
             say_after=self.settings.balloon_stuck_after,
-            between_layers=between,
+            between_layers=progress.between_layers(pods),
         )
-        step = reservation.decide(seen)
-        if (again := reservation.recheck_after(seen)) is not None:
-            self.later(run.uid, again)
-        if step.notice is not None:
-            self.executor.do(Say(ref, step.notice, run.uid))
-        if step.act is reservation.Act.NONE:
-            return False
-        makes = step.act in (reservation.Act.SCOUT, reservation.Act.REPLACE, reservation.Act.KEEP)
-        manifest = reservation_pod.manifest(
-            base, run.uid, reservation.KEEPER if step.act is reservation.Act.KEEP
-            else reservation.SCOUT, step.size or {}, step.halvings, full,
-            self.settings.reservation_priority_class_name,
-        ) if makes else None
-        gone = str(rooms[0]["metadata"].get("name")) if rooms else ""
-        self.memory.set(run.uid, acted=Acted(
-            time.monotonic(), manifest["metadata"]["name"] if manifest else gone,
-            made=manifest is not None, hold=settle.SETTLE if seen.between_layers else 0.0))
-        self.metrics.reservations.labels(action=str(step.act)).inc()
-        log.info("reservation", run=f"{run.namespace}/{run.name}", act=str(step.act),
-                 why=step.why, size=quantity.describe(step.size or {}))
-        if step.act in (reservation.Act.DELETE, reservation.Act.REPLACE) and rooms:
-            self._delete(rooms[0], step.why)
-        if manifest is not None:
-            done = self.executor.do(MakePod(manifest))
-            if (exc := done.api_error) is None:
-                done.get()  # no answer at all: tried again after a backoff (faces/serial.py)
-            else:
+        return roomplan.RoomView(ref, base, tuple(rooms), seen, limited,
+                                 self.settings.reservation_priority_class_name, time.monotonic())
+
+    def _apply(self, run: tekton.PipelineRun, plan: roomplan.RoomPlan) -> bool:
+        """The step's actions done in order (True: the balloon is to be planned again now)."""
+        if plan.requeue_after is not None:
+            self.later(run.uid, plan.requeue_after)
+        if (step := plan.step) is not None and step.act is not reservation.Act.NONE:
+            self.metrics.reservations.labels(action=str(step.act)).inc()
+            log.info("reservation", run=f"{run.namespace}/{run.name}", act=str(step.act),
+                     why=step.why, size=quantity.describe(step.size or {}))
+        for action in plan.actions:
+            if isinstance(action, Remember):
+                self.memory.set(action.run_uid, **action.changes)
+                continue
+            done = self.executor.do(action)
+            if isinstance(action, DeletePod):
+                self._deleted(action, done)
+            elif isinstance(action, MakePod) and (exc := done.api_error) is not None:
                 if done.failure is None or not errors.worth_saying(done.failure):
                     self.memory.reset(run.uid, "acted")  # it was not made: not waited for either
                     done.get()  # tried again after a backoff (faces/serial.py)
-                self._failed_at[run.namespace] = now
+                self._failed_at[run.namespace] = datetime.now(UTC)
                 self.memory.set(run.uid, acted=Acted(time.monotonic(), hold=settle.SETTLE))
-                self.executor.do(Say(
-                    ref, reservation.cannot_reserve(f"{exc.status} {api_message(exc)}"), run.uid
-                ))
-                return step.act is not reservation.Act.KEEP  # re-planned without it, at once
-        return False
+                self.executor.do(Say(pipelinerun_ref(run.name, run.namespace, run.uid),
+                                     reservation.cannot_reserve(
+                                         f"{exc.status} {api_message(exc)}"), run.uid))
+                # re-planned without it, at once
+                return step is not None and step.act is not reservation.Act.KEEP
+            else:
+                done.get()  # no answer at all: tried again after a backoff (faces/serial.py)
+        return plan.replan
 
     def on_room_pod(self, pod: Mapping[str, Any], deleted: bool) -> str:
         """A reservation pod changed: filed in the index, and the act that made or deleted it,
@@ -238,8 +227,7 @@ class Capacity:
 
     def release(self, run_uid: str, why: str) -> None:
         """The run's reservation pods go: its balloon went, or it is no longer live."""
-        for pod in self.index.rooms(run_uid):
-            self._delete(pod, why)
+        self._apply_release(roomplan.release(tuple(self.index.rooms(run_uid)), why))
 
     def release_orphans(self, live: Iterable[str]) -> None:
         """Reservation pods of runs that are not live (a missed event, a restart)."""
@@ -248,10 +236,12 @@ class Capacity:
             if uid not in keep:
                 self.release(uid, "its run is not live")
 
-    def _delete(self, pod: Mapping[str, Any], why: str) -> None:
-        meta = pod.get("metadata") or {}
-        if meta.get("labels", {}).get(names.LABEL_COMPONENT) != names.COMPONENT_RESERVATION:
-            return
-        log.info("reservation deleted", pod=meta.get("name"), why=why)
-        self.executor.do(DeletePod(str(meta.get("namespace")), str(meta.get("name")),
-                                   str(meta.get("uid")), grace=0)).get()
+    def _apply_release(self, deletions: Iterable[Planned]) -> None:
+        for action in deletions:
+            assert isinstance(action, DeletePod)
+            self._deleted(action, self.executor.do(action))
+
+    @staticmethod
+    def _deleted(action: DeletePod, done: Done) -> None:
+        log.info("reservation deleted", pod=action.name, why=action.why)
+        done.get()  # tried again after a backoff (faces/serial.py)

@@ -72,12 +72,14 @@ class MakePod:
 
 @dataclass(frozen=True)
 class DeletePod:
-    """A reservation pod, or a balloon pod moved off its node (`grace` None: the pod's own)."""
+    """A reservation pod, or a balloon pod moved off its node (`grace` None: the pod's own);
+    `why`: for the log."""
 
     namespace: str
     name: str
     uid: str
     grace: int | None
+    why: str = ""
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,19 @@ class DeleteBinding:
     name: str
 
 
+@dataclass(frozen=True)
+class Remember:
+    """What the leader remembers of the run changes, at this point of a plan: these fields of
+    its memory (core/placement/memory.RunMemory) set. No write to the cluster: the plan's
+    applier does it, not the executor."""
+
+    run_uid: str
+    changes: Mapping[str, Any]
+
+
 Action = (Say | Unsay | MakeBalloon | ReplanBalloon | DeleteBalloon | AnnotateBalloon | MakePod
           | DeletePod | ReleaseGate | Mark | MakeBudget | DeleteBudget | WritePolicyStatus
           | MakeBinding | ReplaceBinding | DeleteBinding)
+
+# What a plan holds: the executor's actions, and the changes of memory between them.
+Planned = Action | Remember

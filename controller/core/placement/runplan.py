@@ -21,15 +21,16 @@ from typing import Any
 
 from controller.core.basics import names
 from controller.core.basics.actions import (
-    Action,
     DeleteBalloon,
-    DeletePod,
     MakeBalloon,
     MakeBudget,
     Mark,
+    Planned,
+    Remember,
     ReplanBalloon,
     Say,
 )
+from controller.core.capacity import roomplan
 from controller.core.model import tekton
 from controller.core.placement import budget, mark
 from controller.core.placement.reconcile import Decision, Observed, Verb, anchors, decide
@@ -115,11 +116,10 @@ class Plan:
     keeps: bool = False
     # The run has, or is to have, a balloon (core/placement/reconcile.anchors).
     anchors: bool = True
-    # What carries the decision out, in order (the executor stops at a failure that is the
-    # work queue's to retry).
-    actions: tuple[Action, ...] = ()
-    # The run's memory once its actions are done: marked by this process (RunMemory.marked).
-    marks: bool = False
+    # What carries the decision out, in order, and the run's memory where it changes (marked
+    # by this process, once its marks are done). Applied one by one (operator/balloons.py): a
+    # failure the work queue may mend ends it there, and the run is planned again.
+    actions: tuple[Planned, ...] = ()
 
 
 def plan(view: View) -> Plan:
@@ -137,21 +137,21 @@ def plan(view: View) -> Plan:
     keeps = decision.verb in (Verb.CREATE, Verb.UPDATE, Verb.KEEP) or bool(decision.manifest)
     run = observed.run
     ref = reference(run.name, run.namespace, run.uid)
-    acts: list[Action] = [Say(ref, notice, run.uid) for notice in decision.notices]
+    acts: list[Planned] = [Say(ref, notice, run.uid) for notice in decision.notices]
     acts += _balloon(run, decision, view)
-    marks = keeps and not view.marking.marked and mark.ready(run)
-    if marks:  # the run and the TaskRuns Tekton made before it (it copies the mark after)
+    if keeps and not view.marking.marked and mark.ready(run):
+        # The run and the TaskRuns Tekton made before it (it copies the mark to those after).
         m = view.marking
         patch = mark.patch(run.uid, m.topology_key, m.installation)
         acts.append(Mark("pipelineruns", run.namespace, run.name, patch))
         acts += (Mark("taskruns", run.namespace, name, patch) for name in m.task_runs)
+        acts.append(Remember(run.uid, {"marked": True}))  # before the watch shows it
     if not keeps:  # no balloon to follow: its reservation pods go
-        acts += (_release(pod) for pod in view.rooms if _is_room(pod))
-    return Plan(decision, keeps=keeps, anchors=anchors(observed), actions=tuple(acts),
-                marks=marks)
+        acts += roomplan.release(view.rooms, decision.why)
+    return Plan(decision, keeps=keeps, anchors=anchors(observed), actions=tuple(acts))
 
 
-def _balloon(run: tekton.PipelineRun, decision: Decision, view: View) -> list[Action]:
+def _balloon(run: tekton.PipelineRun, decision: Decision, view: View) -> list[Planned]:
     if decision.verb is Verb.CREATE:
         assert decision.manifest is not None
         # With a namespace's first balloon comes its PodDisruptionBudget.
@@ -165,13 +165,3 @@ def _balloon(run: tekton.PipelineRun, decision: Decision, view: View) -> list[Ac
         return [DeleteBalloon(meta["namespace"], meta["name"], meta.get("uid"))]
     return []
 
-
-def _is_room(pod: Mapping[str, Any]) -> bool:
-    labels = (pod.get("metadata") or {}).get("labels") or {}
-    return labels.get(names.LABEL_COMPONENT) == names.COMPONENT_RESERVATION
-
-
-def _release(pod: Mapping[str, Any]) -> DeletePod:
-    meta = pod.get("metadata") or {}
-    return DeletePod(str(meta.get("namespace")), str(meta.get("name")), str(meta.get("uid")),
-                     grace=0)

@@ -113,13 +113,13 @@ def test_a_new_balloon_s_plan_makes_it_then_the_budget_then_marks_the_run_and_it
     observed = observe(ready(factories.pipelinerun()))
     marking = replace(MARKING, task_runs=("build-42-fetch",))
     planned = runplan.plan(view(observed, marking=marking, budget_kept=False))
-    assert kinds(planned) == ["MakeBalloon", "MakeBudget", "Mark", "Mark"]
+    assert kinds(planned) == ["MakeBalloon", "MakeBudget", "Mark", "Mark", "Remember"]
     marks = [a for a in planned.actions if isinstance(a, actions.Mark)]
     assert [(m.plural, m.name) for m in marks] == [("pipelineruns", "build-42"),
                                                   ("taskruns", "build-42-fetch")]
-    assert planned.marks  # remembered as marked once done
+    assert planned.actions[-1] == actions.Remember(factories.RUN_UID, {"marked": True})
     budget_known = runplan.plan(view(observed, marking=marking))
-    assert kinds(budget_known) == ["MakeBalloon", "Mark", "Mark"]
+    assert kinds(budget_known) == ["MakeBalloon", "Mark", "Mark", "Remember"]
 
 
 def test_a_run_marked_already_or_not_ready_for_its_mark_is_not_marked() -> None:
@@ -127,7 +127,7 @@ def test_a_run_marked_already_or_not_ready_for_its_mark_is_not_marked() -> None:
     marked = runplan.plan(view(observe(ready(factories.pipelinerun())),
                                marking=replace(MARKING, marked=True)))
     for planned in (unready, marked):
-        assert kinds(planned) == ["MakeBalloon"] and not planned.marks
+        assert kinds(planned) == ["MakeBalloon"]
 
 
 def test_a_balloon_deleted_takes_its_reservation_pods_with_it_and_only_those() -> None:
@@ -140,7 +140,8 @@ def test_a_balloon_deleted_takes_its_reservation_pods_with_it_and_only_those() -
     planned = runplan.plan(view(ended, existing=existing, rooms=(room, other)))
     assert planned.decision.verb is Verb.DELETE and not planned.keeps
     assert kinds(planned) == ["DeleteBalloon", "DeletePod"]
-    assert planned.actions[-1] == actions.DeletePod("team-a", "room", "r1", grace=0)
+    assert planned.actions[-1] == actions.DeletePod("team-a", "room", "r1", grace=0,
+                                                   why=planned.decision.why)
 
 
 def test_what_is_said_comes_first_on_the_run_s_reference_under_its_key() -> None:
@@ -156,4 +157,4 @@ def test_what_is_said_comes_first_on_the_run_s_reference_under_its_key() -> None
 def test_a_plan_asking_for_a_read_first_acts_on_nothing() -> None:
     asked = runplan.plan(view(observe(ready(factories.pipelinerun())), newest=False,
                               budget_kept=False))
-    assert asked.ask is Ask.RUN and asked.actions == () and not asked.marks
+    assert asked.ask is Ask.RUN and asked.actions == ()
