@@ -93,7 +93,7 @@ class Resync:
         # Read again when the sweep runs, not from this round's reading: a run that became live
         # meanwhile must not lose its reservation, nor a namespace its budget.
         self._soon("budgets", lambda: op.budgets.tend(self._balloons(), op.view.facts))
-        self._soon("orphan reservations", lambda: op.capacity.release_orphans(op.live))
+        self._soon("orphan reservations", lambda: op.release_orphans())
         op.metrics.balloons_active.set(len(balloons))
         for obj in op.view.facts.policy_objects:
             meta = obj.get("metadata") or {}
@@ -152,9 +152,9 @@ class Resync:
             fresh = op.kube.get_pipelinerun(sts["metadata"]["namespace"], name) if name else None
             owner = tekton.PipelineRun.from_body(fresh) if fresh else None
             if owner is None or owner.uid != uid:
-                self._soon("balloon", functools.partial(op.balloons.delete, sts, "orphan"), uid)
+                self._soon("balloon", functools.partial(op.applier.delete, sts, "orphan"), uid)
             elif owner.finished:
-                self._soon("balloon", functools.partial(op.balloons.delete, sts, "run finished"),
+                self._soon("balloon", functools.partial(op.applier.delete, sts, "run finished"),
                            uid)
             elif fresh is not None:
                 self.submit(uid, fresh, True)

@@ -28,6 +28,9 @@ class Memories:
         # What every decision of a namespace, or every decision, reads (operator/observe.py
         # Settled: a namespace's name, or CLUSTER) -> the number of its last change.
         self._changes: dict[str, int] = {}
+        # Namespace -> when a reservation pod could not be made there (time.monotonic(); no
+        # PriorityClass, admission): its runs do without one for a while (operator/capacity.py).
+        self._refused: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def number(self) -> int:
@@ -46,6 +49,15 @@ class Memories:
         """The number of the last change to any of these (0: none)."""
         with self._lock:
             return max((self._changes.get(s, 0) for s in subjects), default=0)
+
+    def refuse(self, namespace: str) -> None:
+        with self._lock:
+            self._refused[namespace] = time.monotonic()
+
+    def refused(self, namespace: str) -> float | None:
+        """When a reservation pod was last refused in the namespace (None: never)."""
+        with self._lock:
+            return self._refused.get(namespace)
 
     def get(self, run_uid: str) -> RunMemory:
         with self._lock:

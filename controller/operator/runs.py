@@ -13,7 +13,7 @@ from typing import Any
 import structlog
 
 from controller.core.basics import names
-from controller.core.capacity import nodes
+from controller.core.capacity import nodes, roomplan
 from controller.core.model import tekton
 from controller.core.placement import balloon, reconcile, runplan
 from controller.core.placement.reconcile import Verb
@@ -25,9 +25,9 @@ from controller.kube.nodeindex import NodeIndex
 from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
 from controller.operator.anchors import AnchorGuard, Unplaced, WaitingPods
-from controller.operator.balloons import Balloons, Budgets
+from controller.operator.apply import Applier, Budgets
 from controller.operator.capacity import Capacity
-from controller.operator.estimates import Estimates, Resolving, Sources
+from controller.operator.estimates import Estimates, Resolving
 from controller.operator.executor import Assistant, Executor, Notifier
 from controller.operator.headroom import Headroom, Warming
 from controller.operator.marking import Gates, Marks
@@ -75,8 +75,9 @@ class Operator:
                                    self.balloon_of, self.warming, self.later)
         self.gates = Gates(self.executor, self.index, metrics, self.memory, self.node_index)
         self.budgets = Budgets(self.executor, caches)
-        self.balloons = Balloons(self.executor, metrics, self.budgets, self.placement,
-                                 self.memory)
+        # A run's plan, or its reservation's part, applied through the executor.
+        self.applier = Applier(self.executor, metrics, self.budgets, self.placement, self.memory,
+                               self._room_later)
         self.unplaced = Unplaced(settings, kube, self.index, metrics, self.executor)
         self.anchors = AnchorGuard(kube, self.index, self.node_index, self.placement, metrics,
                                    self.executor, self.memory, self.soon)
@@ -88,8 +89,8 @@ class Operator:
         self.estimates = Estimates(caches, self.index, resolving, self.memory)
         headroom = Headroom(settings, caches, self.index, self.estimates.known, self.live.runs,
                             self.memory, self.node_index.nodes, kube)
-        self.capacity = Capacity(settings, self.executor, caches, self.index, metrics,
-                                 self.estimates, headroom, self.memory, self._room_later)
+        self.capacity = Capacity(settings, caches, self.index, self.estimates, headroom,
+                                 self.memory)
         self.observer = Observer(kube, caches, self.index, self.capacity, self.warming,
                                  self._lasting)
         installation = f"{settings.namespace_label}={settings.namespace_label_value}"
@@ -137,17 +138,23 @@ class Operator:
 
     # -- reservation pods (operator/capacity.py) ----------------------------------------------
 
-    def tend_room(self, run_uid: str, plan: Mapping[str, Any] | None = None,
-                  src: Sources | None = None) -> None:
-        """The live run's reservation pod kept where core/capacity/reservation.py says; a balloon to
-        be planned again without one goes back on the work queue (`plan`: as just planned)."""
+    def tend_room(self, run_uid: str) -> None:
+        """The live run's reservation step alone (its pods' events): planned from its part of
+        the snapshot (core/capacity/roomplan.py) and applied."""
         body = self.live.get(run_uid)
         if body is None:
             return
-        ns = str((body.get("metadata") or {}).get("namespace") or "")
-        existing = self.balloon_of(ns, balloon.balloon_name(run_uid))
-        if self.capacity.tend(body, self.view.facts, existing, plan, src):
-            self.nudge(body)
+        run = tekton.PipelineRun.from_body(body)
+        existing = self.balloon_of(run.namespace, balloon.balloon_name(run_uid))
+        room = self.capacity.view(run, self.view.facts, existing)
+        if room is not None and self.applier.apply(run, (planned := roomplan.plan(room)).actions,
+                                                   planned).replan:
+            self.nudge(body)  # its balloon is not to wait for a reservation: planned again
+
+    def release_orphans(self) -> None:
+        """Reservation pods of runs that are not live (a missed event, a restart) go."""
+        for uid in self.capacity.orphans(set(self.live)):
+            self.applier.release(roomplan.release(self.capacity.rooms(uid), "its run is not live"))
 
     def _room_later(self, run_uid: str, seconds: float) -> None:
         self.later(run_uid, "room", lambda: self._room_due(run_uid), seconds)
@@ -250,7 +257,8 @@ class Operator:
             self.gates.forget(run.uid)
         if admitted.done is not None:
             if admitted.release_room:  # it ended while its scout looked for room
-                self.capacity.release(run.uid, "run finished")
+                self.applier.release(roomplan.release(self.capacity.rooms(run.uid),
+                                                      "run finished"))
             return admitted.done
         existing = self.balloon_of(run.namespace, balloon.balloon_name(run.uid))
         if runplan.name_taken(run, existing):
@@ -262,23 +270,27 @@ class Operator:
         if existing is None:  # a ResolutionRequest's event wakes the runs whose anchor waits
             self.estimates.resolving.hold(run, observed.resolving)
         view = runplan.View(observed, newest, self.marks.marking(run, facts), existing,
-                            self.budgets.kept(run.namespace), tuple(self.index.rooms(run.uid)))
+                            self.budgets.kept(run.namespace), self.capacity.rooms(run.uid))
         while (planned := runplan.plan(view)).ask is not None:
             view = replace(view, asked=view.asked | {planned.ask})
             if planned.ask is Ask.BALLOON_NODE:  # asked of the API server once per run
                 node = self.placement.node_of(run.namespace, run.uid)
                 view = replace(view, observed=replace(
                     observed, balloon_pod_node=node or observed.balloon_pod_node))
+            elif planned.ask is Ask.ROOM:  # for the balloon as made, or as planned now
+                view = replace(view, decided=planned.decision, room=self.capacity.view(
+                    run, facts, existing, planned.decision.manifest, src)
+                    if run.uid in self.live else None)
             elif (fresh := self.observer.fresh(run)) is not run.raw:
                 return self._decide_again(run, fresh)  # the body was old: decided on the new
         decision = planned.decision
         if not planned.anchors:  # opted out: its placeholders go as they are
             self.gates.forget(run.uid)
-        marked = self.balloons.apply(run, planned)
-        if planned.keeps:
-            self.tend_room(run.uid, decision.manifest, src)
+        applied = self.applier.apply(run, planned.actions, planned.room)
+        if applied.replan:  # its balloon is not to wait for a reservation: planned again
+            self.nudge(body)
         live = self.live.reconciled(run.uid)
-        if live and decision.verb is Verb.KEEP and marked:  # a mark not made: its next event
+        if live and decision.verb is Verb.KEEP and applied.marked:  # else: its next event
             self.settled.settle(run.uid, run.namespace, begun, reconcile.reads(run))
         else:
             self.settled.forget(run.uid)

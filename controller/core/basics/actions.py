@@ -42,18 +42,22 @@ class MakeBalloon:
 
 @dataclass(frozen=True)
 class ReplanBalloon:
-    """The balloon's pod template replaced (its anchor not chosen yet)."""
+    """The balloon's pod template replaced (its anchor not chosen yet); `why`: for the log."""
 
     manifest: Mapping[str, Any]
+    why: str = ""
 
 
 @dataclass(frozen=True)
 class DeleteBalloon:
-    """Done: whether this call deleted it (False: it was gone)."""
+    """Done: whether this call deleted it (False: it was gone); `run_uid`, `why`: whose it is
+    and why it goes (what is forgotten of it, and the count's reason)."""
 
     namespace: str
     name: str
     uid: str | None
+    run_uid: str = ""
+    why: str = ""
 
 
 @dataclass(frozen=True)

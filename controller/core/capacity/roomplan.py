@@ -25,12 +25,14 @@ from controller.core.capacity.settle import Acted
 @dataclass(frozen=True)
 class RoomView:
     ref: Mapping[str, Any]  # the run's reference: what is said, is said on it
-    base: Mapping[str, Any]  # the balloon's manifest, made or planned: the pods copy it
-    rooms: tuple[Mapping[str, Any], ...]  # the run's reservation pods, the newest first
-    seen: Seen
-    limited: tuple[Notice, ...]  # why the headroom asks less than the run's peak
-    priority_class: str
-    now: float  # time.monotonic(), for what is remembered
+    said: tuple[Notice, ...]  # what the estimate of its peak found worth saying
+    # None: nothing to decide (its peak not estimated, or no balloon made or planned)
+    seen: Seen | None
+    base: Mapping[str, Any] | None = None  # the balloon, made or planned: the pods copy it
+    rooms: tuple[Mapping[str, Any], ...] = ()  # the run's reservation pods, the newest first
+    limited: tuple[Notice, ...] = ()  # why the headroom asks less than the run's peak
+    priority_class: str = ""
+    now: float = 0.0  # time.monotonic(), for what is remembered
 
 
 @dataclass(frozen=True)
@@ -44,8 +46,11 @@ class RoomPlan:
 def plan(view: RoomView) -> RoomPlan:
     uid = str(view.ref["metadata"]["uid"])
     seen, rooms = view.seen, view.rooms
+    acts: list[Planned] = [Say(view.ref, notice, uid) for notice in view.said]
+    if seen is None or view.base is None:
+        return RoomPlan(tuple(acts), None)
     # A replaced scout still ending: only the newest counts.
-    acts: list[Planned] = [_delete(extra, "an older reservation") for extra in rooms[1:]]
+    acts += (_delete(extra, "an older reservation") for extra in rooms[1:])
     acts += (Say(view.ref, notice, uid) for notice in view.limited)
     if seen.requires_room and not reservation.worth(seen.full) and not seen.balloon_node:
         # The quota leaves no reservation: the unbound balloon must not wait for one (re-planned

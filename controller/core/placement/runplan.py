@@ -72,6 +72,9 @@ def name_taken(run: tekton.PipelineRun, existing: Mapping[str, Any] | None) -> b
 class Ask(enum.Enum):
     BALLOON_NODE = "where the run's balloon pod is bound"
     RUN = "the run as the API server has it now"
+    # What its reservation step reads (core/capacity/roomplan.RoomView), for the balloon as
+    # made or as this plan makes it: read once the run is known to keep a balloon.
+    ROOM = "the run's reservation, for its balloon"
 
 
 def reference(name: str, namespace: str, uid: str) -> dict[str, Any]:
@@ -105,6 +108,10 @@ class View:
     budget_kept: bool = True  # its namespace's budget for balloons is known made
     rooms: tuple[Mapping[str, Any], ...] = ()  # its reservation pods
     asked: frozenset[Ask] = frozenset()  # what was read for this look already (each once)
+    # Asked for (Ask.ROOM): what its reservation step reads (None: nothing to tend now), and
+    # the decision it was read for, not taken twice.
+    room: roomplan.RoomView | None = None
+    decided: Decision | None = None
 
 
 @dataclass(frozen=True)
@@ -117,14 +124,18 @@ class Plan:
     # The run has, or is to have, a balloon (core/placement/reconcile.anchors).
     anchors: bool = True
     # What carries the decision out, in order, and the run's memory where it changes (marked
-    # by this process, once its marks are done). Applied one by one (operator/balloons.py): a
-    # failure the work queue may mend ends it there, and the run is planned again.
+    # by this process, once its marks are done; its reservation's last act). Applied one by one
+    # (operator/apply.py): a failure the work queue may mend ends it there, and the run is
+    # planned again.
     actions: tuple[Planned, ...] = ()
+    room: roomplan.RoomPlan | None = None  # its reservation's step, whose actions are among them
+    requeue_after: float | None = None  # seconds until time alone may change the plan
+    replan: bool = False  # planned again at once: its balloon is not to wait for a reservation
 
 
 def plan(view: View) -> Plan:
     observed, asked = view.observed, view.asked
-    decision = decide(observed)
+    decision = view.decided or decide(observed)
     if (decision.verb is Verb.UPDATE and observed.balloon_pod_node is None
             and Ask.BALLOON_NODE not in asked):
         # Before a template is replaced: the pod watch may not have shown the balloon's pod
@@ -132,9 +143,11 @@ def plan(view: View) -> Plan:
         return Plan(decision, Ask.BALLOON_NODE)
     if decision.verb in (Verb.CREATE, Verb.UPDATE) and not view.newest and Ask.RUN not in asked:
         return Plan(decision, Ask.RUN)
+    keeps = decision.verb in (Verb.CREATE, Verb.UPDATE, Verb.KEEP) or bool(decision.manifest)
+    if keeps and Ask.ROOM not in asked:
+        return Plan(decision, Ask.ROOM, keeps=True)
     # What the observation found worth saying is said first, as the decision's own notices.
     decision = replace(decision, notices=observed.notices + decision.notices)
-    keeps = decision.verb in (Verb.CREATE, Verb.UPDATE, Verb.KEEP) or bool(decision.manifest)
     run = observed.run
     ref = reference(run.name, run.namespace, run.uid)
     acts: list[Planned] = [Say(ref, notice, run.uid) for notice in decision.notices]
@@ -146,9 +159,14 @@ def plan(view: View) -> Plan:
         acts.append(Mark("pipelineruns", run.namespace, run.name, patch))
         acts += (Mark("taskruns", run.namespace, name, patch) for name in m.task_runs)
         acts.append(Remember(run.uid, {"marked": True}))  # before the watch shows it
+    room = roomplan.plan(view.room) if keeps and view.room is not None else None
+    if room is not None:  # its reservation, kept where the balloon is or is to be
+        acts += room.actions
     if not keeps:  # no balloon to follow: its reservation pods go
         acts += roomplan.release(view.rooms, decision.why)
-    return Plan(decision, keeps=keeps, anchors=anchors(observed), actions=tuple(acts))
+    return Plan(decision, keeps=keeps, anchors=anchors(observed), actions=tuple(acts), room=room,
+                requeue_after=room.requeue_after if room else None,
+                replan=room.replan if room else False)
 
 
 def _balloon(run: tekton.PipelineRun, decision: Decision, view: View) -> list[Planned]:
@@ -159,9 +177,10 @@ def _balloon(run: tekton.PipelineRun, decision: Decision, view: View) -> list[Pl
         return [MakeBalloon(decision.manifest), *made]
     if decision.verb is Verb.UPDATE:
         assert decision.manifest is not None
-        return [ReplanBalloon(decision.manifest)]
+        return [ReplanBalloon(decision.manifest, decision.why)]
     if decision.verb is Verb.DELETE and view.existing is not None:
         meta = view.existing["metadata"]
-        return [DeleteBalloon(meta["namespace"], meta["name"], meta.get("uid"))]
+        return [DeleteBalloon(meta["namespace"], meta["name"], meta.get("uid"), run.uid,
+                              decision.why)]
     return []
 

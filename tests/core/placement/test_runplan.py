@@ -10,6 +10,7 @@ import pytest
 
 from controller.core.basics import actions, names
 from controller.core.basics.notices import Notice
+from controller.core.capacity import reservation, roomplan
 from controller.core.model.tekton import PipelineRun
 from controller.core.placement import runplan
 from controller.core.placement.reconcile import Verb
@@ -28,7 +29,9 @@ MARKING = runplan.Marking("tekton-coscheduler.dev/enabled=true", "kubernetes.io/
 
 def view(observed: Any, newest: bool = True, asked: frozenset[Ask] = frozenset(),
          **kwargs: Any) -> runplan.View:
-    return runplan.View(observed, newest, kwargs.pop("marking", MARKING), asked=asked, **kwargs)
+    """A view of the run, its reservation read already (nothing to tend, unless `room`)."""
+    return runplan.View(observed, newest, kwargs.pop("marking", MARKING),
+                        asked=asked | {Ask.ROOM}, **kwargs)
 
 
 def test_a_live_run_of_ours_is_kept_live_and_looked_at_further() -> None:
@@ -158,3 +161,29 @@ def test_a_plan_asking_for_a_read_first_acts_on_nothing() -> None:
     asked = runplan.plan(view(observe(ready(factories.pipelinerun())), newest=False,
                               budget_kept=False))
     assert asked.ask is Ask.RUN and asked.actions == ()
+
+
+def test_a_run_that_keeps_a_balloon_reads_its_reservation_for_it_then_tends_it_last() -> None:
+    """Its reservation's view is read for the balloon as planned (one read, the decision not
+    taken twice); the step's actions come after the balloon's and the mark's, and its wait is
+    the plan's."""
+    observed = observe(ready(factories.pipelinerun()))
+    first = runplan.plan(runplan.View(observed, True, MARKING))
+    assert first.ask is Ask.ROOM and first.actions == () and first.decision.verb is Verb.CREATE
+    assert first.decision.manifest is not None
+    ref = runplan.reference("build-42", "team-a", factories.RUN_UID)
+    waiting = reservation.Room("scout", reservation.SCOUT, {"cpu": 6000}, node="", age=5.0)
+    seen = reservation.Seen(full={"cpu": 6000}, need={"cpu": 6000}, requires_room=True,
+                            balloon_node=None, balloon_waiting=0.0, pods_pending=False,
+                            room=waiting, wait_seconds=60.0)
+    room = roomplan.RoomView(ref, (), seen, first.decision.manifest)
+    planned = runplan.plan(runplan.View(observed, True, MARKING, asked=frozenset({Ask.ROOM}),
+                                        room=room, decided=first.decision))
+    assert kinds(planned) == ["MakeBalloon", "Mark", "Remember"]  # the scout still looks
+    assert planned.room is not None and planned.requeue_after == planned.room.requeue_after
+    assert planned.requeue_after is not None and 14 < planned.requeue_after < 16  # its 20 s
+    none_yet = replace(room, seen=replace(seen, room=None))
+    scouting = runplan.plan(replace(runplan.View(observed, True, MARKING, room=none_yet,
+                                                 decided=first.decision),
+                                    asked=frozenset({Ask.ROOM})))
+    assert kinds(scouting)[-2:] == ["Remember", "MakePod"]  # the act remembered, the scout made

@@ -1,28 +1,40 @@
-"""A run's plan applied (core/placement/runplan.Plan): its actions handed to the executor one
-by one, in order, and what each answer means for the next: the balloon counted, a failure that
-trying again cannot mend said on the run, the run remembered as marked. What may mend is raised
-and ends the plan there: the work queue tries the run again (faces/serial.py), and it is planned
-anew. With a namespace's first balloon comes its PodDisruptionBudget (below).
+"""A run's plan applied (core/placement/runplan.Plan, or its reservation's part alone,
+core/capacity/roomplan.RoomPlan): its actions handed to the executor one by one, in order, its
+memory changed where the plan says, and what each answer means for the rest: the balloon
+counted, a failure that trying again cannot mend said on the run, a mark given up, a refused
+reservation pod. What may mend is raised and ends the plan there: the work queue tries the run
+again (faces/serial.py), and it is planned anew. With a namespace's first balloon comes its
+PodDisruptionBudget (below).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
 
-from controller.core.basics import actions, names
+from controller.core.basics import names, quantity
 from controller.core.basics.actions import (
     DeleteBalloon,
     DeleteBudget,
+    DeletePod,
+    MakeBalloon,
     MakeBudget,
+    MakePod,
+    Mark,
+    Planned,
     Remember,
+    ReplanBalloon,
     Say,
 )
 from controller.core.basics.notices import Notice
+from controller.core.capacity import reservation, roomplan, settle
+from controller.core.capacity.settle import Acted
 from controller.core.model import tekton
-from controller.core.placement import budget, runplan
+from controller.core.placement import budget
 from controller.kube import errors
 from controller.kube.caches import Caches
 from controller.kube.client import api_message
@@ -35,51 +47,89 @@ from controller.operator.placement import Placement
 log = structlog.get_logger(__name__)
 
 
-class Balloons:
+@dataclass(frozen=True)
+class Applied:
+    """How a plan went, besides what failed and was raised."""
+
+    marked: bool = True  # False: a mark trying again cannot mend (its next event tries again)
+    replan: bool = False  # the run is to be planned again at once (a reservation refused)
+
+
+class Applier:
     def __init__(self, executor: Executor, metrics: Metrics, budgets: Budgets,
-                 placement: Placement, memory: Memories) -> None:
+                 placement: Placement, memory: Memories,
+                 later: Callable[[str, float], None] = lambda _uid, _seconds: None) -> None:
         self.executor = executor
         self.metrics = metrics
         self.budgets = budgets
         self.placement = placement
-        self.memory = memory  # RunMemory.marked, once the plan's marks are done
+        self.memory = memory  # what a plan's Remember sets; a namespace's refused reservation
+        # Tends the run's reservation again in some seconds (Operator.later).
+        self.later = later
 
-    def apply(self, run: tekton.PipelineRun, plan: runplan.Plan) -> bool:
-        """The plan's actions done in order. False: a mark could not be made, and trying again
-        cannot mend it (logged: the run stays anchored while its namespace is enabled, and its
-        next event tries again)."""
+    def apply(self, run: tekton.PipelineRun, planned: Sequence[Planned],
+              room: roomplan.RoomPlan | None = None) -> Applied:
+        """The plan's actions done in order, each answer judged before the next; then, if
+        they tended the run's reservation (`room`: its step), its waits put on the queue."""
+        applied = self._apply(run, planned)
+        if room is None:
+            return applied
+        step = room.step
+        if step is not None and step.act is not reservation.Act.NONE:
+            self.metrics.reservations.labels(action=str(step.act)).inc()
+            log.info("reservation", run=f"{run.namespace}/{run.name}", act=str(step.act),
+                     why=step.why, size=quantity.describe(step.size or {}))
+        if room.requeue_after is not None:  # time alone may change its step then
+            self.later(run.uid, room.requeue_after)
+        acted = self.memory.get(run.uid).acted  # an act the watch is to show: looked at after
+        if acted is not None and (left := acted.left(time.monotonic())) > 0:
+            self.later(run.uid, left)
+        return replace(applied, replan=applied.replan or room.replan)
+
+    def _apply(self, run: tekton.PipelineRun, planned: Sequence[Planned]) -> Applied:
         ref = pipelinerun_ref(run.name, run.namespace, run.uid)
-        bound = log.bind(object=f"PipelineRun/{run.namespace}/{run.name}",
-                         verb=str(plan.decision.verb))
-        for action in plan.actions:
+        bound = log.bind(object=f"PipelineRun/{run.namespace}/{run.name}")
+        unmarked = False
+        for action in planned:
+            if unmarked and _of_mark(action):
+                continue  # the mark is given up for this look; the rest is done
             if isinstance(action, Remember):
                 self.memory.set(action.run_uid, **action.changes)
                 continue
             done = self.executor.do(action)
-            if isinstance(action, actions.MakeBalloon | actions.ReplanBalloon):
-                self._balloon(ref, plan.decision, action, done, bound)
+            if isinstance(action, MakeBalloon | ReplanBalloon):
+                self._balloon(ref, action, done, bound)
             elif isinstance(action, DeleteBalloon):
-                self._deleted(action, run.uid, done, plan.decision.why)
+                self._deleted(action, done)
             elif isinstance(action, MakeBudget):
                 self.budgets.made(ref, run.namespace, done)
-            elif isinstance(action, actions.Mark):
+            elif isinstance(action, Mark):
                 if done.api_error is not None and not errors.classify(done.api_error).retry:
                     bound.warning("could not mark the anchored run",
                                   error=f"{done.api_error.status} {api_message(done.api_error)}")
-                    return False
-                done.get()  # tried again after a backoff (faces/serial.py)
-            elif isinstance(action, actions.DeletePod):
-                log.info("reservation deleted", pod=action.name, why=action.why)
-                done.get()
-        return True
+                    unmarked = True
+                else:
+                    done.get()  # tried again after a backoff (faces/serial.py)
+            elif isinstance(action, DeletePod):
+                _room_deleted(action, done)
+            elif isinstance(action, MakePod) and done.api_error is not None:
+                return Applied(not unmarked, self._refused(run, ref, action, done))
+            else:
+                done.get()  # no answer at all: tried again after a backoff (faces/serial.py)
+        return Applied(not unmarked)
 
-    def _balloon(self, ref: Mapping[str, Any], decision: Any,
-                 action: actions.MakeBalloon | actions.ReplanBalloon, done: Done,
+    def release(self, deletions: Sequence[Planned]) -> None:
+        """A run's reservation pods deleted (core/capacity/roomplan.release), run or no run."""
+        for action in deletions:
+            assert isinstance(action, DeletePod)
+            _room_deleted(action, self.executor.do(action))
+
+    def _balloon(self, ref: Mapping[str, Any], action: MakeBalloon | ReplanBalloon, done: Done,
                  bound: Any) -> None:
-        made = isinstance(action, actions.MakeBalloon)
+        made = isinstance(action, MakeBalloon)
         if done.ok:
             if not made:
-                bound.info("balloon template replaced", why=decision.why)
+                bound.info("balloon template replaced", why=getattr(action, "why", ""))
             elif done.value[1]:  # this call made it
                 self.metrics.balloons_created.inc()
                 self.metrics.balloons_active.inc()
@@ -93,25 +143,55 @@ class Balloons:
             self.metrics.balloon_problems.labels(reason=reason).inc()
             self.executor.do(Say(ref, Notice(
                 reason,
-                f"{decision.verb} of the balloon failed: {exc.status} {api_message(exc)}; "
-                "the run's pods may wait for their anchor",
+                f"{'create' if made else 'update'} of the balloon failed: {exc.status} "
+                f"{api_message(exc)}; the run's pods may wait for their anchor",
             ), ref["metadata"]["uid"]))
         done.get()  # a failure goes to the work queue, which tries the run again
-
-    def _deleted(self, action: DeleteBalloon, run_uid: str, done: Done, why: str) -> None:
-        done.get()
-        if done.value:
-            self.metrics.balloons_deleted.labels(reason=why).inc()
-            self.metrics.balloons_active.dec()
-            log.info("balloon deleted", balloon=action.name, namespace=action.namespace, why=why)
-        self.placement.forget(run_uid)
 
     def delete(self, statefulset: Mapping[str, Any], why: str) -> None:
         """A balloon no run's plan keeps (the resync's: its run ended or is gone)."""
         meta = statefulset["metadata"]
-        action = DeleteBalloon(meta["namespace"], meta["name"], meta.get("uid"))
-        run_uid = str((meta.get("labels") or {}).get(names.LABEL_RUN_UID, ""))
-        self._deleted(action, run_uid, self.executor.do(action), why)
+        action = DeleteBalloon(meta["namespace"], meta["name"], meta.get("uid"),
+                               str((meta.get("labels") or {}).get(names.LABEL_RUN_UID, "")), why)
+        self._deleted(action, self.executor.do(action))
+
+    def _deleted(self, action: DeleteBalloon, done: Done) -> None:
+        done.get()
+        if done.value:
+            self.metrics.balloons_deleted.labels(reason=action.why).inc()
+            self.metrics.balloons_active.dec()
+            log.info("balloon deleted", balloon=action.name, namespace=action.namespace,
+                     why=action.why)
+        self.placement.forget(action.run_uid)
+
+    def _refused(self, run: tekton.PipelineRun, ref: Mapping[str, Any], action: MakePod,
+                 done: Done) -> bool:
+        """A reservation pod the API server refused. What may mend is tried again after a
+        backoff, not waited on; what lasts (no PriorityClass, admission) is said, and the
+        namespace's runs do without one for a while (Capacity). True: the balloon is planned
+        again at once, without it (not for a keeper: the balloon is bound already)."""
+        exc = done.api_error
+        assert exc is not None
+        if done.failure is None or not errors.worth_saying(done.failure):
+            self.memory.reset(run.uid, "acted")  # it was not made: not waited for either
+            done.get()  # tried again after a backoff (faces/serial.py)
+        self.memory.refuse(run.namespace)
+        self.memory.set(run.uid, acted=Acted(time.monotonic(), hold=settle.SETTLE))
+        self.executor.do(Say(ref, reservation.cannot_reserve(f"{exc.status} {api_message(exc)}"),
+                             run.uid))
+        role = (action.manifest["metadata"].get("annotations") or {}).get(
+            reservation.ANNOTATION_ROLE)
+        return role != reservation.KEEPER
+
+
+def _room_deleted(action: DeletePod, done: Done) -> None:
+    log.info("reservation deleted", pod=action.name, why=action.why)
+    done.get()  # tried again after a backoff (faces/serial.py)
+
+
+def _of_mark(action: Planned) -> bool:
+    return isinstance(action, Mark) or (
+        isinstance(action, Remember) and "marked" in action.changes)
 
 
 # -- the namespace's PodDisruptionBudget -----------------------------------------------------------
