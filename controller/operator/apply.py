@@ -118,10 +118,9 @@ class Applier:
                 done.get()  # no answer at all: tried again after a backoff (faces/serial.py)
         return Applied(not unmarked)
 
-    def release(self, deletions: Sequence[Planned]) -> None:
+    def release(self, deletions: Sequence[DeletePod]) -> None:
         """A run's reservation pods deleted (core/capacity/roomplan.release), run or no run."""
         for action in deletions:
-            assert isinstance(action, DeletePod)
             _room_deleted(action, self.executor.do(action))
 
     def _balloon(self, ref: Mapping[str, Any], action: MakeBalloon | ReplanBalloon, done: Done,

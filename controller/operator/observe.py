@@ -18,7 +18,7 @@ from typing import Any
 
 from controller.core.basics import names
 from controller.core.model import tekton
-from controller.core.placement import reconcile
+from controller.core.placement import balloon, reconcile
 from controller.core.placement.memory import Kept, RunMemory
 from controller.kube.caches import Caches
 from controller.kube.client import Kube
@@ -141,6 +141,21 @@ class Observer:
 
 # What every decision reads, as a subject of Memories.change (no namespace is named so).
 CLUSTER = "/cluster"
+
+
+def balloon_of(caches: Caches | None, kube: Kube, namespace: str, name: str
+               ) -> Mapping[str, Any] | None:
+    """The balloon StatefulSet, from the watch cache once it is synced."""
+    if caches is not None and caches.synced:
+        return caches.balloon(namespace, name)
+    return kube.get_statefulset(namespace, name)
+
+
+def may_have_balloon(caches: Caches | None, run: tekton.PipelineRun) -> bool:
+    """A finished run's events cost nothing once its balloon is known gone."""
+    if caches is None or not caches.synced:
+        return True
+    return caches.balloon(run.namespace, balloon.balloon_name(run.uid)) is not None
 
 
 def _spec(obj: Mapping[str, Any]) -> object:

@@ -6,6 +6,7 @@ is safe to run again with the same input: restarts and replayed events are harml
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -32,7 +33,7 @@ from controller.operator.executor import Assistant, Executor, Notifier
 from controller.operator.headroom import Headroom, Warming
 from controller.operator.marking import Gates, Marks
 from controller.operator.memory import LiveRuns, Memories, later
-from controller.operator.observe import Observer, Settled
+from controller.operator.observe import Observer, Settled, balloon_of, may_have_balloon
 from controller.operator.placement import Placement
 from controller.operator.policies import Policies
 from controller.settings import Settings
@@ -54,6 +55,8 @@ class Operator:
         self.view = view
         self.metrics = metrics
         self.caches = caches
+        # The balloon StatefulSet, from the watch cache once it is synced.
+        self.balloon_of = functools.partial(balloon_of, caches, kube)
         # Puts a run on the leader's work queue (faces/streams.py sets it): see nudge.
         self.submit: Callable[[str, Mapping[str, Any], bool], None] | None = None
         # Puts any work of a run on that queue, under the run's key (faces/streams.py): see soon.
@@ -151,22 +154,21 @@ class Operator:
                                                    planned).replan:
             self.nudge(body)  # its balloon is not to wait for a reservation: planned again
 
-    def release_orphans(self) -> None:
-        """Reservation pods of runs that are not live (a missed event, a restart) go."""
-        for uid in self.capacity.orphans(set(self.live)):
-            self.applier.release(roomplan.release(self.capacity.rooms(uid), "its run is not live"))
-
     def _room_later(self, run_uid: str, seconds: float) -> None:
         self.later(run_uid, "room", lambda: self._room_due(run_uid), seconds)
 
     def _room_due(self, run_uid: str) -> None:
         """Its reservation's wait ran out: tended (looked at before it has a balloon)."""
-        body = self.live.get(run_uid)
-        ns = str(((body or {}).get("metadata") or {}).get("namespace") or "")
-        if body is not None and self.balloon_of(ns, balloon.balloon_name(run_uid)) is None:
+        if (body := self._without_balloon(run_uid)) is not None:
             self.look(body)
         else:
             self.tend_room(run_uid)
+
+    def _without_balloon(self, run_uid: str) -> Mapping[str, Any] | None:
+        """The live run's body, if it has no balloon yet."""
+        body = self.live.get(run_uid)
+        ns = str(((body or {}).get("metadata") or {}).get("namespace") or "")
+        return body if self.balloon_of(ns, balloon.balloon_name(run_uid)) is None else None
 
     def on_run_pod(self, pod: Mapping[str, Any]) -> None:
         """A pod of a run changed: its reservation may follow, what waits for a node be said."""
@@ -178,10 +180,8 @@ class Operator:
 
     def on_room_pod(self, pod: Mapping[str, Any], deleted: bool) -> None:
         uid = self.capacity.on_room_pod(pod, deleted)
-        body = self.live.get(uid)
-        meta, found_room = pod.get("metadata") or {}, (pod.get("spec") or {}).get("nodeName")
-        if (not deleted and found_room and body is not None and self.balloon_of(
-                str(meta.get("namespace")), balloon.balloon_name(uid)) is None):
+        found_room = not deleted and (pod.get("spec") or {}).get("nodeName")
+        if found_room and (body := self._without_balloon(uid)) is not None:
             self.nudge(body)  # the scout found room: now the balloon is made, beside it
         else:
             self.tend_room(uid)
@@ -197,12 +197,6 @@ class Operator:
         """From the nodes' watch cache (its first list included): gone when it holds it no more."""
         assert self.caches is not None
         self.on_node(node, deleted=not self.caches.holds("nodes", node))
-
-    def balloon_of(self, namespace: str, name: str) -> Mapping[str, Any] | None:
-        """The balloon StatefulSet, from the watch cache once it is synced."""
-        if self.caches is not None and self.caches.synced:
-            return self.caches.balloon(namespace, name)
-        return self.kube.get_statefulset(namespace, name)
 
     def _lasting(self, run_uid: str) -> bool:
         """The run is live, or the live runs are not all known yet (the first resync round)."""
@@ -242,8 +236,9 @@ class Operator:
             return reconcile.Decision(Verb.NONE, "invalid run")
         # A run anchored before its namespace was switched off stays ours to its end.
         serves = self.marks.serves(run, facts) or bool(self.index.run_pods(run.uid))
-        admitted = runplan.admit(run, serves, not run.finished or self._may_have_balloon(run),
-                                 run.finished and bool(self.index.rooms(run.uid)))
+        ended = run.finished
+        admitted = runplan.admit(run, serves, not ended or may_have_balloon(self.caches, run),
+                                 ended and bool(self.index.rooms(run.uid)))
         if admitted.live:
             self.live.keep(run.uid, body)
         else:
@@ -295,12 +290,6 @@ class Operator:
         else:
             self.settled.forget(run.uid)
         return decision
-
-    def _may_have_balloon(self, run: tekton.PipelineRun) -> bool:
-        """A finished run's events cost nothing once its balloon is known gone."""
-        if self.caches is None or not self.caches.synced:
-            return True
-        return self.caches.balloon(run.namespace, balloon.balloon_name(run.uid)) is not None
 
     def _decide_again(self, run: tekton.PipelineRun, fresh: Mapping[str, Any] | None
                       ) -> reconcile.Decision:

@@ -78,7 +78,7 @@ def plan(view: RoomView) -> RoomPlan:
     return RoomPlan(tuple(acts), step, again)
 
 
-def release(pods: tuple[Mapping[str, Any], ...], why: str) -> list[Planned]:
+def release(pods: tuple[Mapping[str, Any], ...], why: str) -> list[DeletePod]:
     """The run's reservation pods deleted (its balloon goes, or it is no longer live); only
     pods that are ours and reservation pods."""
     return [_delete(pod, why) for pod in pods if (
