@@ -100,7 +100,7 @@ def test_every_term_of_tekton_s_goes_however_many_there_are_and_only_those() -> 
      "Tekton still makes its placeholder", "every pod of a run follows its placeholder"),
     ({"coschedule": "isolate-pipelinerun"},
      "on, mode isolate-pipelinerun (alpha): one placeholder per run, one run per node",
-     "their repulsion of each other is taken off", "one run per node"),
+     "without its repulsion of other runs' placeholders", "one run per node"),
 ])
 def test_each_mode_says_what_it_means_for_opted_in_namespaces_and_for_the_others(
         flags: dict[str, str] | None, state: str, placeholder: str, others: str) -> None:
