@@ -128,8 +128,8 @@ def assistant_required(pod_spec: Mapping[str, Any]) -> str:
 
 def assistant_enabled(feature_flags: Mapping[str, Any] | None) -> bool:
     """Is Tekton's own affinity assistant on? Absent flags mean Tekton's default, which is on."""
-    # Tekton >= 0.60 reads only `coschedule` (default "workspaces"). Older releases also read
-    # `disable-affinity-assistant`; DESIGN asks for `coschedule: disabled`, so only that counts.
+    # Tekton v1.0 and later read only `coschedule` (default "workspaces"): v1.0 removed
+    # `disable-affinity-assistant` (tektoncd/pipeline#8603), and every release tested is later.
     return str(_dict(feature_flags).get("coschedule", "workspaces")).strip() != "disabled"
 
 
@@ -185,6 +185,8 @@ class Meaning:
 
 
 def meaning(feature_flags: Mapping[str, Any] | None) -> Meaning:
+    """What Tekton's feature-flags make of its assistant, and what that means for the namespaces
+    that opted in and for the others, in a person's words (`check`, the leader's log)."""
     flags = _dict(feature_flags)
     mode_ = mode(flags)
     old = (f"{OLD_FLAG}={str(flags[OLD_FLAG])!r} is set, but Tekton v1.0 and later do not read "
