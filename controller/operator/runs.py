@@ -105,7 +105,7 @@ class Operator:
             self.settled.listen_to(caches)
             caches.listen("nodes", self._node_event, reads=nodes.reads)
         view.subscribe(self.marks.on_facts)
-        view.subscribe(Assistant(settings, metrics, self.executor, self.soon).on_facts)
+        view.subscribe(Assistant(settings, metrics).on_facts)
 
     # -- PipelineRuns ----------------------------------------------------------------------
 
