@@ -1,0 +1,96 @@
+"""Tekton's assistant switched between its modes while a run is in flight (issue 48: the mode may
+change at any time). Tekton makes a run's templated claims once, before its first TaskRun, named
+by the mode then; the operator judges the run by the claims Tekton made for it, and follows the
+flag as it is now only for a run with none made yet."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from controller.core.model.tekton import PipelineRun
+from controller.core.placement import balloon
+from controller.core.placement.reconcile import Verb
+from controller.operator.runs import Operator
+from tests import factories
+from tests.operator.test_runs import MemoryKube, _bound_balloon_pod, make
+
+WORKSPACES = [{"name": "shared", "volumeClaimTemplate": {"metadata": {"name": "cache"},
+                                                         "spec": {"accessModes": ["ReadWriteOnce"]}}}]
+
+
+def _mode(operator: Operator, mode: str) -> None:
+    view: Any = operator.view
+    view.change(replace(view.facts, assistant_on=mode != "disabled",
+                        feature_flags={"coschedule": mode}))
+
+
+def _claim(name: str, owner_uid: str = "") -> dict[str, Any]:
+    """A claim as Tekton made it: owned by the run in `workspaces` and `disabled`, by nobody
+    (the placeholder's StatefulSet made it from its volumeClaimTemplates) per run."""
+    meta: dict[str, Any] = {"name": name, "namespace": "team-a", "uid": f"uid-{name}"}
+    if owner_uid:
+        meta["ownerReferences"] = [{"kind": "PipelineRun", "name": "build-42", "uid": owner_uid}]
+    return {"metadata": meta, "spec": {"accessModes": ["ReadWriteOnce"]},
+            "status": {"phase": "Bound"}}
+
+
+def _started(mode: str) -> tuple[Operator, MemoryKube, dict[str, Any], set[str]]:
+    """A run started under `mode`: its balloon made, the claims Tekton made for it there."""
+    operator, kube = make()
+    _mode(operator, mode)
+    body = factories.pipelinerun(workspaces=WORKSPACES)
+    kube.runs[body["metadata"]["name"]] = body
+    assert operator.reconcile_run(body).verb is Verb.CREATE
+    run = PipelineRun.from_body(body)
+    per_run = mode in ("pipelineruns", "isolate-pipelinerun")
+    made = set(run.claims_tekton_makes(per_run))
+    claims = [_claim(n, "" if per_run else factories.RUN_UID) for n in made]
+    kube.list_pvcs = lambda namespace: claims  # type: ignore[method-assign]
+    return operator, kube, body, made
+
+
+def _balloon_claims(kube: MemoryKube) -> set[str]:
+    return balloon.claim_names(kube.statefulsets[balloon.balloon_name(factories.RUN_UID)])
+
+
+def test_a_run_anchored_before_the_mode_changed_keeps_its_claims_and_no_false_warning() -> None:
+    """Its balloon is bound on the claims Tekton made: no ClaimNotAnchored for claims of the
+    new mode's naming, which Tekton never makes for it (a Warning is never a false alarm)."""
+    for before, after in (("workspaces", "pipelineruns"), ("isolate-pipelinerun", "workspaces"),
+                          ("disabled", "isolate-pipelinerun"), ("pipelineruns", "disabled")):
+        operator, kube, body, made = _started(before)
+        [claim] = made
+        operator.index.balloon_event(_bound_balloon_pod(factories.RUN_UID, "node-1", claim),
+                                     False)
+        _mode(operator, after)
+        decision = operator.reconcile_run(body)
+        assert decision.verb is Verb.KEEP, (before, after)
+        assert not decision.notices, (before, after, decision.notices)
+        assert "ClaimNotAnchored" not in {reason for reason, _ in kube.events}
+        assert _balloon_claims(kube) == made
+
+
+def test_a_balloon_not_bound_yet_when_the_mode_changes_waits_for_no_claim_that_never_comes(
+) -> None:
+    """Not re-planned on the new naming (its claims would never come, and a balloon waiting
+    for a claim Tekton makes is not said: it would wait silently); the claims Tekton makes for
+    the run, which a waiting balloon's check reads, are those it made."""
+    for before, after in (("pipelineruns", "workspaces"), ("workspaces", "isolate-pipelinerun")):
+        operator, kube, body, made = _started(before)
+        kube.list_balloon_pods = lambda namespace, run_uid: []  # type: ignore[method-assign]
+        _mode(operator, after)
+        assert operator.reconcile_run(body).verb is Verb.KEEP, (before, after)
+        assert _balloon_claims(kube) == made
+        assert operator.live.claims_tekton_makes(factories.RUN_UID) == made
+
+
+def test_a_run_that_starts_after_the_mode_changed_follows_the_new_mode() -> None:
+    operator, kube, _, _ = _started("workspaces")
+    _mode(operator, "pipelineruns")
+    later = factories.pipelinerun(name="later", uid="later-uid", workspaces=WORKSPACES)
+    kube.runs["later"] = later
+    assert operator.reconcile_run(later).verb is Verb.CREATE
+    expected = PipelineRun.from_body(later).claims_tekton_makes(per_run=True)
+    assert balloon.claim_names(kube.statefulsets[balloon.balloon_name("later-uid")]) == expected
+    assert operator.live.claims_tekton_makes("later-uid") == expected
