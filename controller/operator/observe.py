@@ -81,6 +81,7 @@ class Observer:
                     if choosing and self.warming is not None else None),
             notices=said,
             claims_per_run=per_run,
+            assistant_mode=assistant.mode(facts.feature_flags) if facts.assistant_on else None,
         ), src
 
     def fresh(self, run: tekton.PipelineRun) -> Mapping[str, Any] | None:

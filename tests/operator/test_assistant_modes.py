@@ -1,7 +1,9 @@
-"""Tekton's assistant switched between its modes while a run is in flight (issue 48: the mode may
-change at any time). Tekton makes a run's templated claims once, before its first TaskRun, named
-by the mode then; the operator judges the run by the claims Tekton made for it, and follows the
-flag as it is now only for a run with none made yet."""
+"""Runs of an opted-in namespace beside Tekton's assistant in its modes (issue 48).
+
+The mode may change at any time: Tekton makes a run's templated claims once, before its first
+TaskRun, named by the mode then; the operator judges the run by the claims Tekton made for it,
+and follows the flag as it is now only for a run with none made yet. And what Tekton refuses in
+a mode (core/model/claimlimit.py) is said on the run."""
 
 from __future__ import annotations
 
@@ -94,3 +96,26 @@ def test_a_run_that_starts_after_the_mode_changed_follows_the_new_mode() -> None
     expected = PipelineRun.from_body(later).claims_tekton_makes(per_run=True)
     assert balloon.claim_names(kube.statefulsets[balloon.balloon_name("later-uid")]) == expected
     assert operator.live.claims_tekton_makes("later-uid") == expected
+
+
+def test_a_task_tekton_refuses_in_workspaces_mode_is_said_on_the_run_once() -> None:
+    """A Warning (the TaskRun fails validation before its pod is made, and the run with it), on
+    each run of ours, once however often it is looked at; the run is anchored all the same."""
+    operator, kube = make()
+    _mode(operator, "workspaces")
+    body = factories.pipelinerun(workspaces=[
+        {"name": "src", "persistentVolumeClaim": {"claimName": "source"}}, *WORKSPACES])
+    body["spec"]["pipelineSpec"] = {"tasks": [{"name": "build", "taskRef": {"name": "t"},
+                                               "workspaces": [{"name": "a", "workspace": "src"},
+                                                              {"name": "b", "workspace": "shared"}]}]}
+    kube.runs[body["metadata"]["name"]] = body
+    assert operator.reconcile_run(body).verb is Verb.CREATE
+    operator.reconcile_run(body)
+    said = [message for reason, message in kube.events if reason == "TektonRefusesTaskClaims"]
+    assert len(said) == 1 and "task build binds" in said[0]
+    _mode(operator, "pipelineruns")
+    other = factories.pipelinerun(name="other", uid="other-uid", workspaces=body["spec"]["workspaces"])
+    other["spec"]["pipelineSpec"] = body["spec"]["pipelineSpec"]
+    kube.runs["other"] = other
+    operator.reconcile_run(other)
+    assert len([r for r, _ in kube.events if r == "TektonRefusesTaskClaims"]) == 1
