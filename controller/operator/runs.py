@@ -1,5 +1,5 @@
-"""The operator's work on runs: observe (kube), decide (reconcile), act and tell (the executor).
-
+"""The operator's work on runs: a look at a run observes it (operator/observe.py, capacity.py),
+plans (core/placement/runplan.py, pure) and applies the plan (operator/apply.py, the executor).
 The handlers (faces/streams.py, faces/kopf_handlers.py) call these methods and nothing else. Each
 is safe to run again with the same input: restarts and replayed events are harmless.
 """
@@ -19,7 +19,7 @@ from controller.core.model import tekton
 from controller.core.placement import balloon, reconcile, runplan
 from controller.core.placement.reconcile import Verb
 from controller.core.placement.runplan import Ask
-from controller.kube.caches import Caches
+from controller.kube.caches import Caches, balloon_of, may_have_balloon
 from controller.kube.client import Kube
 from controller.kube.clusterview import ClusterView
 from controller.kube.nodeindex import NodeIndex
@@ -33,7 +33,7 @@ from controller.operator.executor import Assistant, Executor, Notifier
 from controller.operator.headroom import Headroom, Warming
 from controller.operator.marking import Gates, Marks
 from controller.operator.memory import LiveRuns, Memories, later
-from controller.operator.observe import Observer, Settled, balloon_of, may_have_balloon
+from controller.operator.observe import Observer, Settled
 from controller.operator.placement import Placement
 from controller.operator.policies import Policies
 from controller.settings import Settings
@@ -68,7 +68,7 @@ class Operator:
         # What the leader remembers of each run between two looks at it (operator/memory.py).
         self.memory = Memories()
         # The live runs: those whose memory holds their body.
-        self.live = LiveRuns(self.memory, lambda: view.facts.claims_per_run)
+        self.live = LiveRuns(self.memory, lambda r: self.observer.claim_naming(r, view.facts)[0])
         # Live runs whose last decision kept their balloon, until something they read changes.
         self.settled = Settled(settings.resync_settled_rounds, self.index, self.memory)
         # What the node watch last showed of each node (kube/nodeindex.py).
@@ -236,9 +236,9 @@ class Operator:
             return reconcile.Decision(Verb.NONE, "invalid run")
         # A run anchored before its namespace was switched off stays ours to its end.
         serves = self.marks.serves(run, facts) or bool(self.index.run_pods(run.uid))
-        ended = run.finished
-        admitted = runplan.admit(run, serves, not ended or may_have_balloon(self.caches, run),
-                                 ended and bool(self.index.rooms(run.uid)))
+        ended, sts = run.finished, balloon.balloon_name(run.uid)
+        kept = not ended or may_have_balloon(self.caches, run.namespace, sts)
+        admitted = runplan.admit(run, serves, kept, ended and bool(self.index.rooms(run.uid)))
         if admitted.live:
             self.live.keep(run.uid, body)
         else:
@@ -255,7 +255,7 @@ class Operator:
                 self.applier.release(roomplan.release(self.capacity.rooms(run.uid),
                                                       "run finished"))
             return admitted.done
-        existing = self.balloon_of(run.namespace, balloon.balloon_name(run.uid))
+        existing = self.balloon_of(run.namespace, sts)
         if runplan.name_taken(run, existing):
             assert existing is not None
             log.error("statefulset with the balloon's name is not ours; leaving it alone",

@@ -83,3 +83,26 @@ def test_with_the_assistant_on_opted_in_runs_are_ours_and_the_others_tekton_s(
     for p in our_placeholders:  # held by admission, given the anchor's node by the leader
         assert p.gates == (PLACEHOLDER_GATE,) and p.node == anchor, (p.name, p.gates, p.node)
         assert (p.spec.get("nodeSelector") or {}).get("kubernetes.io/hostname") == anchor
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("assistant_mode", ["workspaces"], indirect=True)
+def test_a_task_binding_two_claims_is_refused_by_tekton_and_said_on_the_run(
+    cluster: ClusterHandle, assistant_mode: str, runs: Runs
+) -> None:
+    """Tekton's own limit in its default mode, said, not hidden: Tekton fails the TaskRun that
+    binds two claims (TaskRunValidationFailed, before any pod), and so the run; our Warning on
+    the run names the task and Tekton's words."""
+    runs.local_pvs_everywhere()
+    tasks = [tr.task("both", workspaces=("src", "cache"))]
+    run = runs.start(tr.pipelinerun(tr.unique("two"), tasks, {
+        "src": tr.volume_claim_template(), "cache": tr.volume_claim_template()}))
+    said = runs.said(run, "TektonRefusesTaskClaims")
+    assert said.type == "Warning", said.type
+    assert "task both binds" in said.message and "more than one PersistentVolumeClaim" in said.message
+    done = runs.done(run)
+    assert (tr.outcome(done) or ("", ""))[0] == "False", tr.outcome(done)
+    [task_run] = tr.task_runs(runs.custom, runs.ns, run["metadata"]["uid"])
+    condition = tr.succeeded_condition(task_run)
+    assert condition.get("reason") == "TaskRunValidationFailed", condition
+    assert "more than one PersistentVolumeClaim is bound" in str(condition.get("message")), condition

@@ -13,7 +13,7 @@ node, required in `isolate-pipelinerun`, preferred otherwise.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ from controller.core.model.tekton import (
     LABEL_COMPONENT,
     LABEL_INSTANCE,
     LABEL_PIPELINE_RUN,
+    PipelineRun,
     _dict,
 )
 
@@ -60,6 +61,21 @@ def per_run(mode_: Mode | None) -> bool:
     """Does Tekton make one placeholder per run, whose StatefulSet makes the run's templated
     claims (core/model/tekton.per_run_pvc_name)?"""
     return mode_ in (Mode.PIPELINERUNS, Mode.ISOLATE_PIPELINERUN)
+
+
+def claims_per_run(run: PipelineRun, made: Collection[str], now: bool) -> bool:
+    """How Tekton named this run's templated claims (`per_run`'s naming or the other), from the
+    claims that exist (`made`: names); the flag as it is `now` only for a run with none made yet.
+
+    Tekton makes them once, before the run's first TaskRun, named by the mode then (v1.15
+    pipelinerun.go: createOrUpdateAffinityAssistantsAndPVCs behind IsBeforeFirstTaskRun): a
+    mode changed mid-run leaves the run's claims as they were made, and a run judged by the new
+    naming would wait for claims that never come or warn of some that never appear. Where both
+    namings were made (the flag changed between two of Tekton's looks before the first TaskRun)
+    the TaskRuns Tekton makes now are bound by the flag as it is now."""
+    if run.claims_tekton_makes(now) & set(made):
+        return now
+    return (not now) if run.claims_tekton_makes(not now) & set(made) else now
 
 
 def _assistant_selectors(pod_spec: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -9,8 +9,9 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from controller.core.model import assistant
+from controller.core.model import assistant, tekton
 from controller.core.model.assistant import Mode
+from tests import factories
 
 AA = "affinity-assistant-c7b485007a"
 PINNED = {"labelSelector": {"matchLabels": {"app.kubernetes.io/instance": AA,
@@ -152,3 +153,34 @@ def test_the_metric_s_mode_label_is_one_of_a_fixed_few(
     assert label in assistant.MODE_LABELS
     assert assistant.MODE_LABELS == ("disabled", "workspaces", "pipelineruns",
                                      "isolate-pipelinerun", "unknown")
+
+
+# -- a run's claims, named as Tekton made them -------------------------------------------------
+
+
+def _vct_run() -> tekton.PipelineRun:
+    return tekton.PipelineRun.from_body(factories.pipelinerun(workspaces=[
+        {"name": "shared", "volumeClaimTemplate": {"metadata": {"name": "cache"}}},
+        {"name": "src", "persistentVolumeClaim": {"claimName": "source"}}]))
+
+
+def test_a_run_s_claims_are_named_as_tekton_made_them_whatever_the_flag_says_now() -> None:
+    """Tekton makes a run's templated claims once, before its first TaskRun, named by the mode
+    then (pkg/reconciler/pipelinerun: createOrUpdateAffinityAssistantsAndPVCs): a run started
+    under one mode keeps that naming when the flag changes mid-run."""
+    run = _vct_run()
+    shared, per_run = run.claims_tekton_makes(False), run.claims_tekton_makes(True)
+    for now in (False, True):
+        assert assistant.claims_per_run(run, shared | {"source"}, now) is False, now
+        assert assistant.claims_per_run(run, per_run | {"source"}, now) is True, now
+
+
+def test_a_run_with_no_claim_made_yet_follows_the_flag_as_it_is_now() -> None:
+    run = _vct_run()
+    for now in (False, True):
+        assert assistant.claims_per_run(run, (), now) is now
+        assert assistant.claims_per_run(run, {"source", "unrelated"}, now) is now
+        # Both namings made (the flag changed between two of Tekton's looks before the first
+        # TaskRun): Tekton binds the TaskRuns it makes now by the flag as it is now.
+        both = run.claims_tekton_makes(False) | run.claims_tekton_makes(True)
+        assert assistant.claims_per_run(run, both, now) is now
