@@ -9,7 +9,7 @@ namespace's budget, the run's mark, its reservation pods released), with the run
 them; or a read it needs before it can be trusted (`Ask`): the node of a balloon pod the pod
 watch has not shown yet, or the run as the API server has it now when the decision would write
 from a body that may be old. The operator reads what is asked and plans again; then the
-executor applies the plan's actions one by one (operator/balloons.Applier).
+executor applies the plan's actions one by one (operator/apply.Applier).
 """
 
 from __future__ import annotations
