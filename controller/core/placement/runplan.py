@@ -5,11 +5,12 @@ may it still have a balloon): whether it is among the live runs, what is forgott
 whether there is anything more to do. `plan` comes after the observation, from one `View` of
 the run: the decision (core/placement/reconcile.decide) and the actions that carry it out, in
 order (what the observation found worth saying, the balloon made, re-planned or deleted, the
-namespace's budget, the run's mark, its reservation pods released), with the run's memory after
-them; or a read it needs before it can be trusted (`Ask`): the node of a balloon pod the pod
-watch has not shown yet, or the run as the API server has it now when the decision would write
-from a body that may be old. The operator reads what is asked and plans again; then the
-executor applies the plan's actions one by one (operator/apply.Applier).
+namespace's budget, the run's mark, its reservation's step from core/capacity/roomplan.py, or
+its reservation pods released), with the run's memory where it changes and when to look again;
+or a read it needs first (`Ask`): the node of a balloon pod the pod watch has not shown yet, the
+run as the API server has it now when the decision would write from a body that may be old,
+what its reservation step reads for the balloon as made or planned. The operator reads what is
+asked and plans again; then operator/apply.Applier hands the actions to the executor in order.
 """
 
 from __future__ import annotations
