@@ -26,6 +26,7 @@ from controller.core.basics.actions import (
     MakePod,
     Mark,
     Planned,
+    ReleaseGate,
     Remember,
     ReplanBalloon,
     Say,
@@ -41,6 +42,7 @@ from controller.kube.client import api_message
 from controller.kube.clusterview import Facts
 from controller.metrics import Metrics
 from controller.operator.executor import Done, Executor, pipelinerun_ref
+from controller.operator.marking import gate_released
 from controller.operator.memory import Memories
 from controller.operator.placement import Placement
 
@@ -89,15 +91,19 @@ class Applier:
     def _apply(self, run: tekton.PipelineRun, planned: Sequence[Planned]) -> Applied:
         ref = pipelinerun_ref(run.name, run.namespace, run.uid)
         bound = log.bind(object=f"PipelineRun/{run.namespace}/{run.name}")
-        unmarked = False
+        unmarked, again = False, None
         for action in planned:
+            if again is not None and not isinstance(action, ReleaseGate):
+                raise again  # every held pod was tried first
             if unmarked and _of_mark(action):
                 continue  # the mark is given up for this look; the rest is done
             if isinstance(action, Remember):
                 self.memory.set(action.run_uid, **action.changes)
                 continue
             done = self.executor.do(action)
-            if isinstance(action, MakeBalloon | ReplanBalloon):
+            if isinstance(action, ReleaseGate):
+                again = gate_released(self.metrics, self.memory, action, done) or again
+            elif isinstance(action, MakeBalloon | ReplanBalloon):
                 self._balloon(ref, action, done, bound)
             elif isinstance(action, DeleteBalloon):
                 self._deleted(action, done)
@@ -116,6 +122,8 @@ class Applier:
                 return Applied(not unmarked, self._refused(run, ref, action, done))
             else:
                 done.get()  # no answer at all: tried again after a backoff (faces/serial.py)
+        if again is not None:
+            raise again
         return Applied(not unmarked)
 
     def release(self, deletions: Sequence[DeletePod]) -> None:

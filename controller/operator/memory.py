@@ -78,6 +78,12 @@ class Memories:
         """These fields of the run's memory set; the memory before."""
         return self.update(run_uid, lambda m: replace(m, **changes))
 
+    def released(self, run_uid: str, pod_uid: str) -> None:
+        """A held pod of the run seen let go (RunMemory.gated, .placeholders)."""
+        self.update(run_uid, lambda m: replace(
+            m, gated=tuple(g for g in m.gated if g.uid != pod_uid),
+            placeholders=tuple(p for p in m.placeholders if p.uid != pod_uid)))
+
     def reset(self, run_uid: str, *names: str) -> RunMemory:
         """These fields of the run's memory forgotten; the memory before."""
         return self.update(run_uid, lambda m: m.reset(*names))

@@ -265,7 +265,8 @@ class Operator:
         if existing is None:  # a ResolutionRequest's event wakes the runs whose anchor waits
             self.estimates.resolving.hold(run, observed.resolving)
         view = runplan.View(observed, newest, self.marks.marking(run, facts), existing,
-                            self.budgets.kept(run.namespace), self.capacity.rooms(run.uid))
+                            self.budgets.kept(run.namespace), self.capacity.rooms(run.uid),
+                            **self.gates.held(run.uid))
         while (planned := runplan.plan(view)).ask is not None:
             view = replace(view, asked=view.asked | {planned.ask})
             if planned.ask is Ask.BALLOON_NODE:  # asked of the API server once per run
@@ -279,8 +280,6 @@ class Operator:
             elif (fresh := self.observer.fresh(run)) is not run.raw:
                 return self._decide_again(run, fresh)  # the body was old: decided on the new
         decision = planned.decision
-        if not planned.anchors:  # opted out: its placeholders go as they are
-            self.gates.forget(run.uid)
         applied = self.applier.apply(run, planned.actions, planned.room)
         if applied.replan:  # its balloon is not to wait for a reservation: planned again
             self.nudge(body)

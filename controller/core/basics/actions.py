@@ -88,13 +88,15 @@ class DeletePod:
 
 @dataclass(frozen=True)
 class ReleaseGate:
-    """A scheduling gate of ours taken off a pod (a placeholder of Tekton's assistant given its
-    run's anchor's node in the same patch); done: whether this call took it off."""
+    """A scheduling gate of ours taken off a pod of run `run_uid` (a placeholder of Tekton's
+    assistant given its run's anchor's node in the same patch); done: whether this call took
+    it off."""
 
     namespace: str
     name: str
     uid: str
     patch: Mapping[str, Any]
+    run_uid: str = ""
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,8 @@ from controller.core.basics.actions import (
 )
 from controller.core.capacity import roomplan
 from controller.core.model import tekton
-from controller.core.placement import budget, mark
+from controller.core.placement import budget, gate, mark
+from controller.core.placement.memory import Gated, Placeholder
 from controller.core.placement.reconcile import Decision, Observed, Verb, anchors, decide
 
 
@@ -109,6 +110,11 @@ class View:
     budget_kept: bool = True  # its namespace's budget for balloons is known made
     rooms: tuple[Mapping[str, Any], ...] = ()  # its reservation pods
     asked: frozenset[Ask] = frozenset()  # what was read for this look already (each once)
+    # Its pods admission held (RunMemory.gated, .placeholders), and its anchor's hostname:
+    # let go at once when it is to have no balloon.
+    gated: tuple[Gated, ...] = ()
+    placeholders: tuple[Placeholder, ...] = ()
+    host: str = ""
     # Asked for (Ask.ROOM): what its reservation step reads (None: nothing to tend now), and
     # the decision it was read for, not taken twice.
     room: roomplan.RoomView | None = None
@@ -151,7 +157,9 @@ def plan(view: View) -> Plan:
     decision = replace(decision, notices=observed.notices + decision.notices)
     run = observed.run
     ref = reference(run.name, run.namespace, run.uid)
-    acts: list[Planned] = [Say(ref, notice, run.uid) for notice in decision.notices]
+    acts: list[Planned] = [] if anchors(observed) else [  # opted out: nothing waits for it
+        *gate.releases(run.uid, view.gated, view.placeholders, view.host)]
+    acts += (Say(ref, notice, run.uid) for notice in decision.notices)
     acts += _balloon(run, decision, view)
     if keeps and not view.marking.marked and mark.ready(run):
         # The run and the TaskRuns Tekton made before it (it copies the mark to those after).

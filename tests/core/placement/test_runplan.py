@@ -12,7 +12,8 @@ from controller.core.basics import actions, names
 from controller.core.basics.notices import Notice
 from controller.core.capacity import reservation, roomplan
 from controller.core.model.tekton import PipelineRun
-from controller.core.placement import runplan
+from controller.core.placement import gate, runplan
+from controller.core.placement.memory import Gated, Placeholder
 from controller.core.placement.reconcile import Verb
 from controller.core.placement.runplan import Ask
 from tests import factories
@@ -187,3 +188,21 @@ def test_a_run_that_keeps_a_balloon_reads_its_reservation_for_it_then_tends_it_l
                                                  decided=first.decision),
                                     asked=frozenset({Ask.ROOM})))
     assert kinds(scouting)[-2:] == ["Remember", "MakePod"]  # the act remembered, the scout made
+
+
+def test_a_run_that_is_to_have_no_balloon_lets_its_held_pods_go_first() -> None:
+    """Opted out after admission held its pods (its first pod, Tekton's placeholder): they go
+    as they are, before anything else of the plan, and nothing of a run that anchors does."""
+    gated = Gated("p1", "team-a", "build-42-fetch-pod")
+    held = Placeholder("a1", "team-a", "affinity-assistant-0")
+    opted_out = observe(factories.pipelinerun(
+        annotations={"tekton-coscheduler.dev/coschedule": "false"}))
+    planned = runplan.plan(view(opted_out, gated=(gated,), placeholders=(held,), host="n1"))
+    assert not planned.anchors
+    assert planned.actions[:2] == (
+        actions.ReleaseGate("team-a", "build-42-fetch-pod", "p1", gate.release(),
+                            factories.RUN_UID),
+        actions.ReleaseGate("team-a", "affinity-assistant-0", "a1",
+                            gate.release_placeholder("n1", False), factories.RUN_UID))
+    anchored = runplan.plan(view(observe(), gated=(gated,), placeholders=(held,), host="n1"))
+    assert not any(isinstance(a, actions.ReleaseGate) for a in anchored.actions)
