@@ -149,9 +149,10 @@ class Operator:
             return
         run = tekton.PipelineRun.from_body(body)
         existing = self.balloon_of(run.namespace, balloon.balloon_name(run_uid))
-        room = self.capacity.view(run, self.view.facts, existing)
-        if room is not None and self.applier.apply(run, (planned := roomplan.plan(room)).actions,
-                                                   planned).replan:
+        if (room := self.capacity.view(run, self.view.facts, existing)) is None:
+            return
+        planned = roomplan.plan(room)
+        if self.applier.apply(run, planned.actions, planned).replan:
             self.nudge(body)  # its balloon is not to wait for a reservation: planned again
 
     def _room_later(self, run_uid: str, seconds: float) -> None:
@@ -168,7 +169,7 @@ class Operator:
         """The live run's body, if it has no balloon yet."""
         body = self.live.get(run_uid)
         ns = str(((body or {}).get("metadata") or {}).get("namespace") or "")
-        return body if self.balloon_of(ns, balloon.balloon_name(run_uid)) is None else None
+        return body if body and not self.balloon_of(ns, balloon.balloon_name(run_uid)) else None
 
     def on_run_pod(self, pod: Mapping[str, Any]) -> None:
         """A pod of a run changed: its reservation may follow, what waits for a node be said."""
