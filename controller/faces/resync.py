@@ -26,6 +26,7 @@ import structlog
 
 from controller.core.basics import names
 from controller.core.basics.times import parse_time
+from controller.core.capacity import roomplan
 from controller.core.model import tekton
 from controller.faces import placeholders
 from controller.kube import errors
@@ -97,7 +98,7 @@ class Resync:
         # Read again when the sweep runs, not from this round's reading: a run that became live
         # meanwhile must not lose its reservation, nor a namespace its budget.
         self._soon("budgets", lambda: op.budgets.tend(self._balloons(), op.view.facts))
-        self._soon("orphan reservations", lambda: op.capacity.release_orphans(op.live))
+        self._soon("orphan reservations", self._orphan_rooms)
         op.metrics.balloons_active.set(len(balloons))
         for obj in op.view.facts.policy_objects:
             meta = obj.get("metadata") or {}
@@ -126,6 +127,12 @@ class Resync:
             if made is not None and not run.pending and not self.operator.index.anchor(uid):
                 oldest = max(oldest, (now - made).total_seconds())
         return oldest
+
+    def _orphan_rooms(self) -> None:
+        """Reservation pods of runs that are not live (a missed event, a restart) go."""
+        op = self.operator
+        for uid in op.capacity.orphans(set(op.live)):
+            op.applier.release(roomplan.release(op.capacity.rooms(uid), "its run is not live"))
 
     def _balloons(self) -> Sequence[Mapping[str, Any]]:
         caches = self.operator.caches
@@ -166,9 +173,9 @@ class Resync:
             fresh = op.kube.get_pipelinerun(sts["metadata"]["namespace"], name) if name else None
             owner = tekton.PipelineRun.from_body(fresh) if fresh else None
             if owner is None or owner.uid != uid:
-                self._soon("balloon", functools.partial(op.balloons.delete, sts, "orphan"), uid)
+                self._soon("balloon", functools.partial(op.applier.delete, sts, "orphan"), uid)
             elif owner.finished:
-                self._soon("balloon", functools.partial(op.balloons.delete, sts, "run finished"),
+                self._soon("balloon", functools.partial(op.applier.delete, sts, "run finished"),
                            uid)
             elif fresh is not None:
                 self.submit(uid, fresh, True)

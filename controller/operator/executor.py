@@ -25,6 +25,7 @@ from controller.core.basics import actions
 from controller.core.basics.actions import Action
 from controller.core.basics.notices import Notice
 from controller.core.model import assistant, tekton, versions
+from controller.core.placement import runplan
 from controller.kube import errors
 from controller.kube.admission_policies import AdmissionPolicies
 from controller.kube.client import ApiError, Kube
@@ -36,12 +37,7 @@ from controller.settings import Settings
 log = structlog.get_logger(__name__)
 
 
-def pipelinerun_ref(name: str, namespace: str, uid: str) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{tekton.GROUP}/{tekton.VERSION}",
-        "kind": tekton.PIPELINE_RUN_KIND,
-        "metadata": {"name": name, "namespace": namespace, "uid": uid},
-    }
+pipelinerun_ref = runplan.reference
 
 
 class Notifier:
@@ -198,9 +194,7 @@ class Versions:
 
 
 class Assistant:
-    def __init__(self, settings: Settings, metrics: Metrics, *_: object) -> None:
-        # (operator/runs.py still hands it the executor and the work queue's `soon`, which the
-        # Warning it once posted needed: it writes nothing now.)
+    def __init__(self, settings: Settings, metrics: Metrics) -> None:
         self.settings = settings
         self.metrics = metrics
 

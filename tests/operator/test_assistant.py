@@ -10,7 +10,7 @@ from structlog.testing import capture_logs
 
 from controller.kube.clusterview import Facts
 from controller.metrics import Metrics
-from controller.operator.executor import Assistant, Executor, Notifier
+from controller.operator.executor import Assistant
 from controller.settings import Settings
 
 
@@ -33,13 +33,11 @@ def modes(metrics: Metrics) -> dict[str, float]:
             for s in family.samples}
 
 
-def watch(settings: Settings) -> tuple[Assistant, Events, Metrics, list[Any]]:
-    """The assistant as operator/runs.py makes it: with the executor and the queue's `soon`,
-    so that a write or a queued write, were it made, would be seen."""
-    events, metrics, queued = Events(), Metrics(), []
-    assistant = Assistant(settings, metrics, Executor(events, Notifier(events)),  # type: ignore[arg-type]
-                          lambda *work: queued.append(work))
-    return assistant, events, metrics, queued
+def watch(settings: Settings) -> tuple[Assistant, Metrics]:
+    """The assistant as operator/runs.py makes it: it holds no executor and no queue, so the
+    assistant being on is never a write (no Warning, no Event)."""
+    metrics = Metrics()
+    return Assistant(settings, metrics), metrics
 
 
 def flags(coschedule: str | None) -> Facts:
@@ -51,37 +49,34 @@ OFF, ON = flags("disabled"), flags("workspaces")
 
 
 @pytest.mark.parametrize("mode", ["workspaces", "pipelineruns", "isolate-pipelinerun"])
-def test_the_assistant_on_in_any_mode_posts_no_warning_and_its_mode_is_the_metric(
+def test_the_assistant_on_in_any_mode_is_its_mode_as_the_metric(
     settings: Settings, mode: str
 ) -> None:
-    assistant, events, metrics, queued = watch(settings)
+    assistant, metrics = watch(settings)
     assistant.on_facts(Facts(), OFF)
     assert enabled(metrics) == 0 and modes(metrics)["disabled"] == 1
     assistant.on_facts(OFF, flags(mode))
-    assert (events.posted, queued) == ([], [])  # nothing said, nothing queued to be said
     assert enabled(metrics) == 1
     assert modes(metrics) == {"disabled": 0, "workspaces": 0, "pipelineruns": 0,
                               "isolate-pipelinerun": 0, "unknown": 0, mode: 1}
     assistant.on_facts(flags(mode), OFF)
-    assert (events.posted, queued) == ([], [])
     assert enabled(metrics) == 0 and modes(metrics)["disabled"] == 1 and modes(metrics)[mode] == 0
 
 
 def test_missing_flags_are_tekton_s_default_and_a_value_it_does_not_know_is_unknown(
     settings: Settings
 ) -> None:
-    assistant, events, metrics, _ = watch(settings)
+    assistant, metrics = watch(settings)
     assistant.on_facts(OFF, flags(None))
     assert modes(metrics)["workspaces"] == 1
     assistant.on_facts(flags(None), flags("sometimes"))
     assert modes(metrics)["unknown"] == 1 and modes(metrics)["workspaces"] == 0
-    assert events.posted == []
 
 
 def test_no_mode_is_told_before_every_watch_has_listed(settings: Settings) -> None:
     """Until Tekton's flags are read the view assumes the assistant on: the mode is not told
     from that guess."""
-    assistant, _, metrics, _ = watch(settings)
+    assistant, metrics = watch(settings)
     with capture_logs() as logs:
         assistant.on_facts(Facts(), Facts(assistant_on=True))
     assert modes(metrics) == {} and logs == []
@@ -90,7 +85,7 @@ def test_no_mode_is_told_before_every_watch_has_listed(settings: Settings) -> No
 
 
 def test_a_change_of_mode_is_one_info_line_saying_what_it_means(settings: Settings) -> None:
-    assistant, _, _, _ = watch(settings)
+    assistant, _ = watch(settings)
     with capture_logs() as logs:
         assistant.on_facts(Facts(), OFF)
         assistant.on_facts(OFF, OFF)  # other facts changed: nothing new to say
