@@ -22,6 +22,8 @@ from e2e.harness.tekton_runs import FAN_OUT, FETCH, PUBLISH, PodSeen
 pytestmark = pytest.mark.e2e
 
 ALL_TASKS = [FETCH, *FAN_OUT, PUBLISH]
+# Each task 10 s: a run is in flight some 30 s, long enough to see both placeholders bound.
+LASTING = {t: {tr.RUN_SECONDS: "10"} for t in ALL_TASKS}
 
 
 @pytest.fixture
@@ -83,3 +85,38 @@ def test_with_the_assistant_on_opted_in_runs_are_ours_and_the_others_tekton_s(
     for p in our_placeholders:  # held by admission, given the anchor's node by the leader
         assert p.gates == (PLACEHOLDER_GATE,) and p.node == anchor, (p.name, p.gates, p.node)
         assert (p.spec.get("nodeSelector") or {}).get("kubernetes.io/hostname") == anchor
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("assistant_mode", ["isolate-pipelinerun"], indirect=True)
+def test_isolated_placeholders_of_two_runs_that_fit_one_node_only_share_it(
+    cluster: ClusterHandle, assistant_mode: str, runs: Runs, nodes: list[str]
+) -> None:
+    """`isolate-pipelinerun`: Tekton's placeholders require a node with no other placeholder.
+    Two of our runs whose pod template allows one node only (Tekton copies it to their
+    placeholders, the balloon inherits it) are both anchored there, and both placeholders are
+    bound there while both runs are in flight: neither waits for the other's to go. Both
+    succeed on that node."""
+    only = nodes[1]
+    runs.local_pvs_everywhere()
+    template = {"nodeSelector": {"kubernetes.io/hostname": only}}
+    made = [runs.start(tr.fan_out_fan_in(tr.unique(f"iso{i}"), pod_template=template,
+                                         task_annotations=LASTING))
+            for i in range(2)]
+    assert [runs.anchor(run) for run in made] == [only, only]
+
+    def both_bound() -> list[PodSeen] | None:
+        held = [p for run in made for p in placeholders(runs, run)]
+        return held if len(held) == 2 and all(p.node for p in held) else None
+
+    held = cluster.wait_for(both_bound, timeout=60,
+                            what="both runs' placeholders bound while both are in flight")
+    ended = [run["metadata"]["name"] for run in made
+             if tr.outcome(tr.get_run(runs.custom, runs.ns, run["metadata"]["name"]))]
+    assert not ended, f"ended before both placeholders were bound (one waited): {ended}"
+    for p in held:
+        assert p.node == only and p.gates == (PLACEHOLDER_GATE,), (p.name, p.node, p.gates)
+        assert p.spec.get("nodeSelector") == {"kubernetes.io/hostname": only}, p.spec
+    for run in made:
+        assert tr.outcome(runs.done(run)) == ("True", "Succeeded")
+        assert_co_located(runs, run, only, ALL_TASKS)
