@@ -3,6 +3,7 @@ the controller run out of cluster (kwok never pulls images, so only names are ne
 
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
 from collections.abc import Mapping
@@ -121,10 +122,9 @@ def followed(
     watch, late on a busy machine, and a run it starts meanwhile under the old value is one its
     assistant never follows: started without an assistant, its later pods pinned to one
     nobody makes. Each try is a probe PipelineRun in Tekton's namespace (no coscheduling
-    there): its first TaskRun carries Tekton's assistant annotation if and only if the
-    controller reads its assistant as on."""
+    there): its first TaskRun names the assistant the mode written names (none if off)."""
     flags = {**DEFAULT_FEATURE_FLAGS, **(feature_flags or {})}
-    want = flags["coschedule"] in ASSISTANT_MODES
+    mode = flags.get("coschedule", "workspaces")  # Tekton's default where the flag is absent
     with cluster.api_client() as api:
         crs = client.CustomObjectsApi(api)
 
@@ -142,12 +142,23 @@ def followed(
                     "tekton.dev", "v1", NAMESPACE, "pipelineruns", name
                 )
             annotations = first[0]["metadata"].get("annotations") or {}
-            return (ASSISTANT_ANNOTATION in annotations) == want
+            return annotations.get(ASSISTANT_ANNOTATION) == assistant_name(mode, name)
 
         cluster.wait_for(
             probe, timeout=timeout, interval=0.2,
-            what=f"Tekton's controller to read coschedule: {flags['coschedule']}",
+            what=f"Tekton's controller to read coschedule: {mode}",
         )
+
+
+def assistant_name(mode: str, run: str, workspace: str = "ws") -> str | None:
+    """The assistant Tekton names on a TaskRun of `run` whose claim workspace is `workspace`
+    (the probe's "ws"), in this coschedule mode; None where it makes none. Per claim in
+    `workspaces`, per run otherwise: a switch between two modes that are both on is told apart
+    too (pkg/reconciler/pipelinerun/affinity_assistant.go GetAffinityAssistantName)."""
+    if mode not in ASSISTANT_MODES:
+        return None
+    key = (workspace if mode == "workspaces" else "") + run
+    return f"affinity-assistant-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
 
 
 def _task_runs(crs: client.CustomObjectsApi, run: str) -> list[dict[str, Any]]:
