@@ -22,6 +22,7 @@ from e2e.harness.tekton_runs import FAN_OUT, FETCH, PUBLISH, PodSeen
 pytestmark = pytest.mark.e2e
 
 ALL_TASKS = [FETCH, *FAN_OUT, PUBLISH]
+SHIPPED = "shipped"  # Tekton's feature flags as Tekton ships them: coschedule: workspaces
 # Each task 10 s: a run is in flight some 30 s, long enough to see both placeholders bound.
 LASTING = {t: {tr.RUN_SECONDS: "10"} for t in ALL_TASKS}
 
@@ -29,8 +30,8 @@ LASTING = {t: {tr.RUN_SECONDS: "10"} for t in ALL_TASKS}
 @pytest.fixture
 def assistant_mode(cluster: ClusterHandle, coscheduler: Coscheduler,
                    request: pytest.FixtureRequest) -> Iterator[str]:
-    """Tekton's assistant in the scenario's mode, and off again after it (the suite's
-    default), each once Tekton's controller and the operator act on it."""
+    """Tekton's assistant in the scenario's mode, and the suite's default again after it, each
+    once Tekton's controller and the operator act on it."""
     mode = str(request.param)
     switch(cluster, coscheduler, mode)
     try:
@@ -40,10 +41,15 @@ def assistant_mode(cluster: ClusterHandle, coscheduler: Coscheduler,
 
 
 def switch(cluster: ClusterHandle, coscheduler: Coscheduler, mode: str | None) -> None:
-    tekton_cluster.configure(cluster, {"coschedule": mode} if mode else None)
+    """mode: a `coschedule` value, SHIPPED (Tekton's feature flags untouched: its assistant on
+    as Tekton ships it), or None (the suite's default)."""
+    flags = (tekton_cluster.SHIPPED if mode == SHIPPED
+             else {"coschedule": mode} if mode else None)
+    tekton_cluster.configure(cluster, flags)
+    now = tekton_cluster.suite_mode(flags)
     cluster.wait_for(
         lambda: coscheduler.metric("tekton_coscheduler_tekton_affinity_assistant_enabled")
-        == (1 if mode else 0), timeout=30, what=f"the operator sees the assistant {mode or 'off'}")
+        == (now != "disabled"), timeout=30, what=f"the operator sees coschedule: {now}")
 
 
 def placeholders(runs: Runs, run: dict[str, Any]) -> list[PodSeen]:
@@ -54,8 +60,11 @@ def placeholders(runs: Runs, run: dict[str, Any]) -> list[PodSeen]:
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("assistant_mode", ["workspaces", "pipelineruns", "isolate-pipelinerun"],
-                         indirect=True)
+@pytest.mark.parametrize(
+    "assistant_mode",
+    # Tekton's defaults (`workspaces`) in the core subset every matrix cell runs.
+    [pytest.param(SHIPPED, marks=pytest.mark.matrix), "pipelineruns", "isolate-pipelinerun"],
+    indirect=True)
 def test_with_the_assistant_on_opted_in_runs_are_ours_and_the_others_tekton_s(
     cluster: ClusterHandle, assistant_mode: str, runs: Runs, unlabelled: Runs
 ) -> None:
