@@ -23,8 +23,8 @@ pytestmark = pytest.mark.e2e
 
 ALL_TASKS = [FETCH, *FAN_OUT, PUBLISH]
 SHIPPED = "shipped"  # Tekton's feature flags as Tekton ships them: coschedule: workspaces
-# Each task 10 s: a run is in flight some 30 s, long enough to see both placeholders bound.
-LASTING = {t: {tr.RUN_SECONDS: "10"} for t in ALL_TASKS}
+# Each task 5 s: a run is in flight some 15 s, long enough to see both placeholders bound.
+LASTING = {t: {tr.RUN_SECONDS: "5"} for t in ALL_TASKS}
 
 
 @pytest.fixture
