@@ -40,7 +40,6 @@ def lasting(seconds: int) -> dict[str, dict[str, str]]:
     return {t: {tr.RUN_SECONDS: str(seconds)} for t in (tr.FETCH, *tr.FAN_OUT, tr.PUBLISH)}
 
 
-SECONDS = lasting(12)  # about 40 s a run
 OVER_A_SWAP = lasting(20)  # about 70 s: still in flight when the last of RUNS is anchored
 LONGER = lasting(40)  # about 130 s: still in flight when the wave before it has ended
 
