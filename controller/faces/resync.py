@@ -27,6 +27,7 @@ import structlog
 from controller.core.basics import names
 from controller.core.basics.times import parse_time
 from controller.core.model import tekton
+from controller.faces import placeholders
 from controller.kube import errors
 from controller.operator.runs import Operator
 
@@ -52,6 +53,7 @@ class Resync:
         self.submit = submit or self._in_place
         self.settled = settled or (lambda _: True)
         self.seeded = False
+        self.listing = placeholders.Listing()  # which rounds list the placeholders
         self.last_round = float("-inf")  # when the previous round ended (monotonic)
 
     def _in_place(self, uid: str, body: Mapping[str, Any], listed: bool) -> None:
@@ -81,6 +83,8 @@ class Resync:
                 time.sleep(0.1)
             self.seeded = True
             op.marks.seeded = True
+        if self.listing.round(listed, op.view.facts.enabled_namespaces):
+            self._placeholders()
         live = op.live.by_uid()
         op.metrics.oldest_unanchored.set(self._oldest_unanchored(live))
         waiting = [placed for sts in balloons
@@ -102,6 +106,16 @@ class Resync:
         op.settled.next_round()
         op.metrics.resync_rounds.inc()
         self.last_round = time.monotonic()
+
+    def _placeholders(self) -> None:
+        """The placeholders admission held that this leader does not know, each put under its
+        run's key (faces/placeholders.py: a namespace switched off, a leader that crashed)."""
+        op = self.operator
+        for key, run_name, pod in placeholders.held_unknown(
+                op, op.kube.list_unscheduled_placeholders()):
+            uid = str((pod.get("metadata") or {}).get("uid") or "")
+            self._soon(f"placeholder/{uid}", functools.partial(
+                placeholders.seen, op, op.kube, self.submit, pod, run_name), key)
 
     def _oldest_unanchored(self, live: Mapping[str, tekton.PipelineRun]) -> float:
         """Seconds the oldest started run of ours has gone without a bound anchor (the chart's

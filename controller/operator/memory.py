@@ -116,9 +116,12 @@ class LiveRuns:
     namespaces this installation anchored in). Workers, the resync and watch threads use it at
     once: each call is one step of the memories."""
 
-    def __init__(self, memory: Memories, per_run: Callable[[], bool] = lambda: False) -> None:
+    def __init__(self, memory: Memories,
+                 per_run: Callable[[tekton.PipelineRun], bool] = lambda _: False) -> None:
         self.memory = memory
-        self.per_run = per_run  # Tekton's assistant names the templated claims per run
+        # Whether Tekton's assistant named the run's templated claims per run (as it made them:
+        # operator/observe.Observer.claim_naming)
+        self.per_run = per_run
 
     def __contains__(self, uid: object) -> bool:
         return isinstance(uid, str) and _live(self.memory.get(uid))
@@ -135,8 +138,10 @@ class LiveRuns:
     def claims_tekton_makes(self, uid: str) -> frozenset[str]:
         """The claims Tekton makes for the live run (a balloon waiting for one waits for it)."""
         body = self.get(uid)
-        return (tekton.PipelineRun.from_body(body).claims_tekton_makes(self.per_run())
-                if body else frozenset())
+        if not body:
+            return frozenset()
+        run = tekton.PipelineRun.from_body(body)
+        return run.claims_tekton_makes(self.per_run(run))
 
     def named(self, namespace: str, name: str) -> str:
         """The uid of the live run of that name ("": none); what a placeholder of Tekton's

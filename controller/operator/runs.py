@@ -65,7 +65,7 @@ class Operator:
         # What the leader remembers of each run between two looks at it (operator/memory.py).
         self.memory = Memories()
         # The live runs: those whose memory holds their body.
-        self.live = LiveRuns(self.memory, lambda: view.facts.claims_per_run)
+        self.live = LiveRuns(self.memory, lambda r: self.observer.claim_naming(r, view.facts)[0])
         # Live runs whose last decision kept their balloon, until something they read changes.
         self.settled = Settled(settings.resync_settled_rounds, self.index, self.memory)
         # What the node watch last showed of each node (kube/nodeindex.py).

@@ -48,8 +48,9 @@ def switch(cluster: ClusterHandle, coscheduler: Coscheduler, mode: str | None) -
     tekton_cluster.configure(cluster, flags)
     now = tekton_cluster.suite_mode(flags)
     cluster.wait_for(
-        lambda: coscheduler.metric("tekton_coscheduler_tekton_affinity_assistant_enabled")
-        == (now != "disabled"), timeout=30, what=f"the operator sees coschedule: {now}")
+        lambda: coscheduler.metric("tekton_coscheduler_tekton_affinity_assistant_mode",
+                                   mode=now) == 1,
+        timeout=30, what=f"the operator sees coschedule: {now}")
 
 
 def placeholders(runs: Runs, run: dict[str, Any]) -> list[PodSeen]:
@@ -129,3 +130,26 @@ def test_isolated_placeholders_of_two_runs_that_fit_one_node_only_share_it(
     for run in made:
         assert tr.outcome(runs.done(run)) == ("True", "Succeeded")
         assert_co_located(runs, run, only, ALL_TASKS)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("assistant_mode", ["workspaces"], indirect=True)
+def test_a_task_binding_two_claims_is_refused_by_tekton_and_said_on_the_run(
+    cluster: ClusterHandle, assistant_mode: str, runs: Runs
+) -> None:
+    """Tekton's own limit in its default mode, said, not hidden: Tekton fails the TaskRun that
+    binds two claims (TaskRunValidationFailed, before any pod), and so the run; our Warning on
+    the run names the task and Tekton's words."""
+    runs.local_pvs_everywhere()
+    tasks = [tr.task("both", workspaces=("src", "cache"))]
+    run = runs.start(tr.pipelinerun(tr.unique("two"), tasks, {
+        "src": tr.volume_claim_template(), "cache": tr.volume_claim_template()}))
+    said = runs.said(run, "TektonRefusesTaskClaims")
+    assert said.type == "Warning", said.type
+    assert "task both binds" in said.message and "more than one PersistentVolumeClaim" in said.message
+    done = runs.done(run)
+    assert (tr.outcome(done) or ("", ""))[0] == "False", tr.outcome(done)
+    [task_run] = tr.task_runs(runs.custom, runs.ns, run["metadata"]["uid"])
+    condition = tr.succeeded_condition(task_run)
+    assert condition.get("reason") == "TaskRunValidationFailed", condition
+    assert "more than one PersistentVolumeClaim is bound" in str(condition.get("message")), condition

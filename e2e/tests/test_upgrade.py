@@ -202,8 +202,9 @@ def test_tekton_s_assistant_mode_switched_with_runs_in_flight_in_both_namespaces
     def switch(mode: str) -> None:
         tekton_cluster.configure(cluster, {"coschedule": mode})
         cluster.wait_for(
-            lambda: coscheduler.metric("tekton_coscheduler_tekton_affinity_assistant_enabled")
-            == (mode != "disabled"), timeout=30, what=f"the operator sees coschedule: {mode}")
+            lambda: coscheduler.metric("tekton_coscheduler_tekton_affinity_assistant_mode",
+                                       mode=mode) == 1,
+            timeout=30, what=f"the operator sees coschedule: {mode}")
 
     try:
         for i, mode in enumerate(MODES):
