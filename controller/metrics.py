@@ -215,6 +215,13 @@ class Metrics:
             "1 while Tekton's own affinity assistant is on (coschedule not 'disabled')",
             registry=r,
         )
+        self.tekton_assistant_mode = Gauge(
+            f"{PREFIX}_tekton_affinity_assistant_mode",
+            "Tekton's coschedule flag: 1 for the mode it is in, 0 for the others ('unknown': a"
+            " value Tekton does not know)",
+            ["mode"],
+            registry=r,
+        )
         self.reconciler_restarts = Counter(
             f"{PREFIX}_reconciler_restarts",
             "Reconciler processes that ended and were started again (3: the Lease was lost)",

@@ -87,8 +87,6 @@ class Settings(BaseSettings):
     log_format: Literal["json", "console"] = "json"
 
     tekton_namespace: ObjectName = "tekton-pipelines"
-    # Run even though Tekton's own affinity assistant is on: two anchors then compete.
-    ignore_tekton_assistant: bool = False
 
     # One replica reconciles (the Lease holder); every replica serves the webhook.
     leader_election: bool = True

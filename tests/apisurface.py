@@ -39,7 +39,7 @@ READS = frozenset({
     # Kube
     "get_statefulset", "list_balloons", "list_balloon_pods", "list_run_pods", "list_pvcs",
     "get_pvc", "get_pv", "get_pipelinerun", "list_pipelineruns", "list_nodes",
-    "list_endpoint_slices",
+    "list_endpoint_slices", "list_unscheduled_placeholders",
     "list_task_runs", "list_nodepools", "list_policies", "get_lease", "event_messages",
     # Api
     "items", "get_or_none",

@@ -60,3 +60,37 @@ def test_a_failed_spread_shows_each_pod_made_bound_and_deleted_from_the_first() 
         "run-build-b-pod: made +4.00, bound +10.25 on big, deleted -",
     ]
     assert capacity.timeline([]) == "no pods seen"
+
+
+def test_the_suite_s_tekton_flags_and_the_assistant_names_tekton_gives() -> None:
+    """What `configure` writes and `followed` waits for: the suite's default (assistant off),
+    Tekton's shipped flags (on, `workspaces`) whatever the default, and the assistant named per
+    claim in `workspaces`, per run (the same in both per-run modes) otherwise."""
+    from e2e.harness.cluster import tekton
+
+    if not tekton.module_dir().exists():
+        pytest.skip("Tekton's module is not in the Go module cache (e2e/build.sh tekton)")
+    assert tekton.suite_mode(None) == ("workspaces" if tekton.AS_SHIPPED else "disabled")
+    assert tekton.suite_mode({"coschedule": "pipelineruns"}) == "pipelineruns"
+    assert tekton.suite_mode(tekton.SHIPPED) == tekton.shipped_mode() == "workspaces"
+    [flags] = [c for c in tekton.config_maps(tekton.SHIPPED)
+               if c["metadata"]["name"] == tekton.FEATURE_FLAGS]
+    assert flags["data"]["coschedule"] == "workspaces"
+    assert tekton.assistant_name("disabled", "run") is None
+    per_claim = tekton.assistant_name("workspaces", "run", "ws")
+    per_run = tekton.assistant_name("pipelineruns", "run", "ws")
+    assert per_run == tekton.assistant_name("isolate-pipelinerun", "run", "other")
+    assert len({per_claim, per_run}) == 2
+    assert all(str(n).startswith("affinity-assistant-") and len(str(n)) == 29
+               for n in (per_claim, per_run))
+
+
+def test_the_matrix_has_one_cell_on_tekton_s_defaults() -> None:
+    from e2e.tools import matrix
+
+    for kind in ("full", "reduced"):
+        [cell] = [c for c in matrix.plan(kind) if c.tekton_defaults]
+        assert cell.name.endswith("-tekton-defaults")
+        assert cell.env()["E2E_TEKTON_DEFAULTS"] == "1"
+        assert not any(c.env().get("E2E_TEKTON_DEFAULTS") for c in matrix.plan(kind)
+                       if not c.tekton_defaults)

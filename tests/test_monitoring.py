@@ -61,3 +61,12 @@ def test_the_alerts_page_lists_every_alert_the_chart_renders() -> None:
 def test_the_metrics_page_lists_every_metric_as_the_registry_does() -> None:
     assert metrics_doc.current() == metrics_doc.table(), (
         "docs/operations/metrics.md is stale: run python -m tests.metrics_doc")
+
+
+def test_no_alert_reads_tekton_s_assistant_which_is_on_by_default() -> None:
+    """Tekton's assistant on is Tekton's default and no problem beside tekton-coscheduler
+    (docs/user-guide/compatibility.md#beside-tektons-assistant): an alert on it would fire on
+    every cluster left as Tekton installs it."""
+    rules = promql.rule_exprs(promql.RULES.read_text())
+    assert {name for name, expr in rules.items()
+            if "assistant" in (name + expr).lower()} == set()

@@ -16,7 +16,7 @@ from typing import Any
 from controller.core.admission import affinity
 from controller.core.basics import names
 from controller.core.capacity import nodes
-from controller.core.model import tekton
+from controller.core.model import assistant, claimlimit, tekton
 from controller.core.model.pods import scheduled_condition
 from controller.core.placement import anchor, gate, waiting, warm
 
@@ -42,6 +42,8 @@ class Observed:
     label: str = names.NAMESPACE_LABEL
     label_value: str = "true"
     label_source: str = "the default"
+    # Tekton's feature-flags data (None: the ConfigMap is absent, Tekton's defaults hold).
+    tekton_flags: Mapping[str, Any] | None = None
 
 
 def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -76,8 +78,11 @@ def document(o: Observed) -> dict[str, Any]:
     node_name = (placed or {}).get("node") or ""
     pods = _pods(o, node_name, problem)
     claims = _claims(o, node_name)
+    refusals = claimlimit.refused(run, assistant.mode(o.tekton_flags))
+    if refusals:
+        problem(claimlimit.said(refusals), claimlimit.WHAT_TO_DO)
     for event in o.events:
-        if event.get("type") == "Warning":
+        if event.get("type") == "Warning" and event.get("reason") != claimlimit.REASON:
             problem(f"{event.get('reason')}: {event.get('message')}", None)
     return {
         "kind": KIND, "version": VERSION,

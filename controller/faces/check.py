@@ -96,13 +96,21 @@ def _tekton(settings: Settings, kube: Inspection, say: Say) -> None:
         return
     if flags is None:
         say(FAIL, "tekton feature-flags", f"{flags_at}: 404 Not Found")
-    elif assistant.assistant_enabled(flags):
-        level = WARN if settings.ignore_tekton_assistant else FAIL
-        say(level, "tekton affinity assistant",
-            f"on (coschedule={flags.get('coschedule', '(default)')}); set "
-            f"coschedule: disabled in {flags_at}")
-    else:
-        say(OK, "tekton affinity assistant", "off (coschedule: disabled)")
+        return
+    _assistant(assistant.meaning(flags), say)
+
+
+def _assistant(said: assistant.Meaning, say: Say) -> None:
+    """Tekton's affinity assistant, in whichever mode, is no problem: opted-in namespaces are
+    ours beside it, the others Tekton's. What the mode means is said; only a mode Tekton does
+    not know is a warning (Tekton's controller refuses it)."""
+    say(OK if said.known else WARN, "tekton affinity assistant", said.state)
+    for what, detail in (("opted-in namespaces", said.opted_in),
+                         ("other namespaces", said.others),
+                         ("tekton's limit", said.limit),
+                         ("old flag", said.old_flag)):
+        if detail:
+            say(OK, f"tekton assistant, {what}", detail)
 
 
 def _label(settings: Settings, kube: Inspection, ref: terminal.OperatorRef, say: Say) -> None:

@@ -35,10 +35,15 @@ def observe(settings: Settings, inspect: Inspection, namespace: str, name: str,
         (str(p["spec"]["nodeName"]) for p in balloon_pods if (p.get("spec") or {}).get("nodeName")),
         "",
     )
-    per_run = assistant.per_run(assistant.mode(flags))
-    claims = {c.name for c in tekton.PipelineRun.from_body(run).claims(per_run)}
+    pr = tekton.PipelineRun.from_body(run)
+    # The run's templated claims as Tekton made them (the mode may have changed since it began).
+    made = {n: kube.get_pvc(namespace, n) for n in sorted(
+        set(pr.claims_tekton_makes(False)) | set(pr.claims_tekton_makes(True)))}
+    per_run = assistant.claims_per_run(pr, {n for n, p in made.items() if p},
+                                       assistant.per_run(assistant.mode(flags)))
+    claims = {c.name for c in pr.claims(per_run)}
     claims |= balloon.claim_names(sts) if sts else set()
-    pvcs = {c: kube.get_pvc(namespace, c) for c in sorted(claims)}
+    pvcs = {c: made[c] if c in made else kube.get_pvc(namespace, c) for c in sorted(claims)}
     volumes = {str((p.get("spec") or {}).get("volumeName")) for p in pvcs.values() if p}
     return explain.Observed(
         run=run,
@@ -53,6 +58,7 @@ def observe(settings: Settings, inspect: Inspection, namespace: str, name: str,
                 if (e.get("source") or {}).get("component") == names.APP
                 or e.get("reportingComponent") == names.APP],
         label=label.key, label_value=label.value, label_source=label.source,
+        tekton_flags=flags,
     )
 
 

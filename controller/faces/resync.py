@@ -26,7 +26,9 @@ import structlog
 
 from controller.core.basics import names
 from controller.core.basics.times import parse_time
+from controller.core.capacity import roomplan
 from controller.core.model import tekton
+from controller.faces import placeholders
 from controller.kube import errors
 from controller.operator.runs import Operator
 
@@ -52,6 +54,7 @@ class Resync:
         self.submit = submit or self._in_place
         self.settled = settled or (lambda _: True)
         self.seeded = False
+        self.listing = placeholders.Listing()  # which rounds list the placeholders
         self.last_round = float("-inf")  # when the previous round ended (monotonic)
 
     def _in_place(self, uid: str, body: Mapping[str, Any], listed: bool) -> None:
@@ -81,6 +84,8 @@ class Resync:
                 time.sleep(0.1)
             self.seeded = True
             op.marks.seeded = True
+        if self.listing.round(listed, op.view.facts.enabled_namespaces):
+            self._placeholders()
         live = op.live.by_uid()
         op.metrics.oldest_unanchored.set(self._oldest_unanchored(live))
         waiting = [placed for sts in balloons
@@ -93,7 +98,7 @@ class Resync:
         # Read again when the sweep runs, not from this round's reading: a run that became live
         # meanwhile must not lose its reservation, nor a namespace its budget.
         self._soon("budgets", lambda: op.budgets.tend(self._balloons(), op.view.facts))
-        self._soon("orphan reservations", lambda: op.capacity.release_orphans(op.live))
+        self._soon("orphan reservations", self._orphan_rooms)
         op.metrics.balloons_active.set(len(balloons))
         for obj in op.view.facts.policy_objects:
             meta = obj.get("metadata") or {}
@@ -102,6 +107,16 @@ class Resync:
         op.settled.next_round()
         op.metrics.resync_rounds.inc()
         self.last_round = time.monotonic()
+
+    def _placeholders(self) -> None:
+        """The placeholders admission held that this leader does not know, each put under its
+        run's key (faces/placeholders.py: a namespace switched off, a leader that crashed)."""
+        op = self.operator
+        for key, run_name, pod in placeholders.held_unknown(
+                op, op.kube.list_unscheduled_placeholders()):
+            uid = str((pod.get("metadata") or {}).get("uid") or "")
+            self._soon(f"placeholder/{uid}", functools.partial(
+                placeholders.seen, op, op.kube, self.submit, pod, run_name), key)
 
     def _oldest_unanchored(self, live: Mapping[str, tekton.PipelineRun]) -> float:
         """Seconds the oldest started run of ours has gone without a bound anchor (the chart's
@@ -112,6 +127,12 @@ class Resync:
             if made is not None and not run.pending and not self.operator.index.anchor(uid):
                 oldest = max(oldest, (now - made).total_seconds())
         return oldest
+
+    def _orphan_rooms(self) -> None:
+        """Reservation pods of runs that are not live (a missed event, a restart) go."""
+        op = self.operator
+        for uid in op.capacity.orphans(set(op.live)):
+            op.applier.release(roomplan.release(op.capacity.rooms(uid), "its run is not live"))
 
     def _balloons(self) -> Sequence[Mapping[str, Any]]:
         caches = self.operator.caches
@@ -152,9 +173,9 @@ class Resync:
             fresh = op.kube.get_pipelinerun(sts["metadata"]["namespace"], name) if name else None
             owner = tekton.PipelineRun.from_body(fresh) if fresh else None
             if owner is None or owner.uid != uid:
-                self._soon("balloon", functools.partial(op.balloons.delete, sts, "orphan"), uid)
+                self._soon("balloon", functools.partial(op.applier.delete, sts, "orphan"), uid)
             elif owner.finished:
-                self._soon("balloon", functools.partial(op.balloons.delete, sts, "run finished"),
+                self._soon("balloon", functools.partial(op.applier.delete, sts, "run finished"),
                            uid)
             elif fresh is not None:
                 self.submit(uid, fresh, True)

@@ -12,8 +12,9 @@ from typing import Any
 
 from controller.core.basics import names
 from controller.core.model import assistant, tekton
-from controller.core.placement import gate, mark
+from controller.core.placement import mark
 from controller.core.replica import glance
+from controller.faces import placeholders
 from controller.faces.serial import Serial
 from controller.kube import errors
 from controller.kube.client import Kube
@@ -235,16 +236,5 @@ class Streams:
 
     def on_placeholder(self, pod: Mapping[str, Any], run_name: str, deleted: bool) -> None:
         """A placeholder of Tekton's assistant (a namespace enabled: the glance dropped the
-        others). Its run is found by name among the live runs, else asked of the API server
-        (a placeholder the watch showed first, after a restart); one that waits for its anchor
-        has its run looked at, whose decision lets it go if no balloon comes."""
-        op, namespace = self.operator, str((pod.get("metadata") or {}).get("namespace") or "")
-        uid = op.live.named(namespace, run_name)
-        if not uid and (deleted or not gate.held(pod.get("spec") or {}, gate.PLACEHOLDER_GATE)):
-            return  # nothing of it held here
-        body = op.live.get(uid) if uid else self.kube.get_pipelinerun(namespace, run_name)
-        if body is None:
-            return  # its run is gone: it goes with it
-        uid = str((body.get("metadata") or {}).get("uid") or "")
-        if uid and op.gates.on_placeholder(pod, uid, deleted):
-            self.submit_run(uid, body, True)
+        others; the resync finds those: faces/placeholders.py)."""
+        placeholders.seen(self.operator, self.kube, self.submit_run, pod, run_name, deleted)

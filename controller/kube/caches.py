@@ -176,3 +176,16 @@ class Caches:
     def get(self, kind: str, namespace: str, name: str) -> Obj | None:
         store = self._store(kind)
         return None if store is None else store.named(namespace, name)
+
+
+def balloon_of(caches: Caches | None, kube: Kube, namespace: str, name: str) -> Obj | None:
+    """A balloon StatefulSet, from the watch cache once it is synced (else asked for)."""
+    if caches is not None and caches.synced:
+        return caches.balloon(namespace, name)
+    return kube.get_statefulset(namespace, name)
+
+
+def may_have_balloon(caches: Caches | None, namespace: str, name: str) -> bool:
+    """False once the synced cache shows no such balloon: a finished run's events then cost
+    nothing."""
+    return caches is None or not caches.synced or caches.balloon(namespace, name) is not None

@@ -123,6 +123,13 @@ class Kube(Api):
         selector = f"{tekton.LABEL_PIPELINE_RUN}={run_name},{tekton.LABEL_TASK_RUN}"
         return self.items(path("v1", "pods", namespace), labelSelector=selector)
 
+    def list_unscheduled_placeholders(self) -> list[Obj]:
+        """The placeholders of Tekton's assistant that have no node yet, in every namespace: few,
+        whatever the cluster runs (the field selector is the API server's)."""
+        return self.items(path("v1", "pods"),
+                          labelSelector=f"{tekton.LABEL_COMPONENT}={tekton.AFFINITY_ASSISTANT_COMPONENT}",
+                          fieldSelector="spec.nodeName=")
+
     def annotate_statefulset(
         self, namespace: str, name: str, annotations: Mapping[str, str]
     ) -> None:

@@ -212,7 +212,7 @@ class WaitingPods:
                 if anchor is None or anchor.bound_at is None:
                     continue
                 pod = replace(pod, since=max(pod.since, anchor.bound_at))
-            if (left := grace - (now - pod.since).total_seconds()) > 0:
+            if (left := waiting.left(pod, now, grace)) > 0:
                 soonest = left if soonest is None else min(soonest, left)
                 continue
             holds = () if pod.balloon else {r for r, a in self.index.progress(run_uid)[1].items()

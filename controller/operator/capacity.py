@@ -1,82 +1,62 @@
-"""Capacity-aware anchoring, the adapter: keep each run's reservation pod as
-core/capacity/reservation.py decides, for the peak operator/estimates.py keeps and what
-operator/headroom.py says its namespace and nodes leave room for. Every step may be replayed: the
-decision reads only what the watches show, and creating or deleting twice changes nothing.
+"""Capacity-aware anchoring, the snapshot's part: what a run's reservation step reads
+(core/capacity/roomplan.RoomView), for the peak operator/estimates.py keeps and what
+operator/headroom.py says its namespace and nodes leave room for; and what the reservation pods'
+watch shows of the acts on them. Reads only: the step is planned in core/capacity/roomplan.py
+and applied by operator/apply.py. Every step may be replayed: the view reads only what the
+watches show, and creating or deleting twice changes nothing.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-import structlog
-
-from controller.core.basics import names, quantity
-from controller.core.basics.actions import DeletePod, MakePod, Say
 from controller.core.basics.notices import Notice
-from controller.core.capacity import reservation, reservation_pod, settle
-from controller.core.capacity.settle import Acted
+from controller.core.capacity import peak, reservation, roomplan
 from controller.core.model import progress, tekton
 from controller.core.placement.memory import RunMemory
-from controller.kube import errors
 from controller.kube.caches import Caches
-from controller.kube.client import api_message
 from controller.kube.clusterview import Facts
 from controller.kube.podindex import PodIndex
-from controller.metrics import Metrics
 from controller.operator.estimates import Estimates, Sources, age, read_sources, rooms_of
-from controller.operator.executor import Executor, pipelinerun_ref
+from controller.operator.executor import pipelinerun_ref
 from controller.operator.headroom import Headroom
 from controller.operator.memory import Memories
 from controller.settings import Settings
 
-log = structlog.get_logger(__name__)
+# Seconds a namespace's runs do without a reservation after one was refused there.
+REFUSED_FOR = 300.0
 
 
 class Capacity:
-    """Keeps each run's reservation pod. Reads what its caller observed (the run, the facts,
-    its balloon) and acts on the reservation pods alone: a balloon to be planned again is
-    returned to the caller (Operator.tend_room), which puts the run back on the work queue."""
+    """What a run's reservation step reads; what its balloon's decision reads of it."""
 
     def __init__(
         self,
         settings: Settings,
-        executor: Executor,
         caches: Caches | None,
         index: PodIndex,
-        metrics: Metrics,
         estimates: Estimates,
         headroom: Headroom,
         memory: Memories,
-        later: Callable[[str, float], None] = lambda _uid, _seconds: None,
     ) -> None:
         self.settings = settings
-        self.executor = executor
         self.caches = caches
         self.index = index
-        self.metrics = metrics
         self.estimates = estimates
         self.headroom = headroom
-        # RunMemory.acted: the last act on the run's reservation; RunMemory.tending: a worker
-        # tends it now (no lock is held across a call to the API server: one slow call would
-        # stall every worker).
+        # RunMemory.acted: the last act on the run's reservation; when one was refused in a
+        # namespace (Memories.refused).
         self.memory = memory
-        # Tends the run again in some seconds (Operator.later): when a wait runs out, or an act
-        # is no longer waited on. No timer of its own, and no sweep of every run.
-        self.later = later
-        # Namespace -> when a reservation pod could not be made there (no PriorityClass,
-        # admission): its new balloons do not wait for one for a while, and unbound ones are
-        # re-planned without. One key's get or set at a time: no lock.
-        self._failed_at: dict[str, datetime] = {}
 
     def _on(self, run: tekton.PipelineRun, facts: Facts) -> bool:
         if not facts.policy_for(run.namespace).policy.capacity.anchor:
             return False
-        failed = self._failed_at.get(run.namespace)
-        return not (failed and (datetime.now(UTC) - failed).total_seconds() < 300)
+        refused = self.memory.refused(run.namespace)
+        return refused is None or time.monotonic() - refused >= REFUSED_FOR
 
     def waits_for_resolution(self, run: tekton.PipelineRun, facts: Facts,
                              src: Sources) -> str | None:
@@ -104,29 +84,25 @@ class Capacity:
 
     # -- the reservation ----------------------------------------------------------------------
 
-    def tend(self, body: Mapping[str, Any], facts: Facts, existing: Mapping[str, Any] | None,
-             plan: Mapping[str, Any] | None = None, src: Sources | None = None) -> bool:
-        """Puts the run's reservation pod where core/capacity/reservation.py says (`existing`: its
-        balloon; `plan`: the balloon as planned, before it exists). One run is tended by one
-        thread at a time, and not again within a moment of acting, before the watch has shown
-        what the action did. True: the run's balloon is to be planned again now (without a
-        reservation: the quota leaves none, or none could be made)."""
-        run_uid = str((body.get("metadata") or {}).get("uid") or "")
-        if not run_uid or (plan is None and self._nothing_to_tend(run_uid, existing)):
-            return False
-        now = time.monotonic()
-
-        def busy(m: RunMemory) -> bool:  # acted a moment ago, or another worker tends it now
-            return (m.acted is not None and m.acted.waits(now)) or m.tending
-
-        if busy(self.memory.update(run_uid, lambda m: m if busy(m) else replace(m, tending=True))):
-            return False
-        try:
-            return self._tend(tekton.PipelineRun.from_body(body), facts, existing or plan, src)
-        finally:
-            acted = self.memory.set(run_uid, tending=False).acted
-            if acted is not None and (left := acted.left(time.monotonic())) > 0:
-                self.later(run_uid, left)
+    def view(self, run: tekton.PipelineRun, facts: Facts, existing: Mapping[str, Any] | None,
+             planned: Mapping[str, Any] | None = None, src: Sources | None = None
+             ) -> roomplan.RoomView | None:
+        """What the run's reservation step reads (`existing`: its balloon; `planned`: the
+        balloon as its plan makes it, before it exists). None: nothing to tend now (its peak
+        known to need no reservation, or an act on it a moment ago the watch has not shown)."""
+        if planned is None and self._nothing_to_tend(run.uid, existing):
+            return None
+        acted = self.memory.get(run.uid).acted
+        if acted is not None and acted.waits(time.monotonic()):
+            return None
+        src = src or read_sources(self.caches, self.index, run)
+        found, unestimated = self.estimates.estimate(run, facts, src)
+        ref = pipelinerun_ref(run.name, run.namespace, run.uid)
+        said: tuple[Notice, ...] = () if unestimated is None else (unestimated,)
+        base = existing or planned
+        if base is None or found is None:
+            return roomplan.RoomView(ref, said, None)
+        return self._view(run, facts, ref, said, base, found)
 
     def _nothing_to_tend(self, run_uid: str, existing: Mapping[str, Any] | None) -> bool:
         known = self.estimates.known(run_uid)  # kept only once complete
@@ -137,88 +113,36 @@ class Capacity:
                                            bool(self.index.rooms(run_uid)),
                                            reservation.requires_room(template, run_uid))
 
-    def _tend(self, run: tekton.PipelineRun, facts: Facts, base: Mapping[str, Any] | None,
-              src: Sources | None) -> bool:
-        src = src or read_sources(self.caches, self.index, run)
-        found, unestimated = self.estimates.estimate(run, facts, src)
-        ref = pipelinerun_ref(run.name, run.namespace, run.uid)
-        if unestimated is not None:
-            self.executor.do(Say(ref, unestimated, run.uid))
-        if base is None or found is None:
-            return False
+    def _view(self, run: tekton.PipelineRun, facts: Facts, ref: Mapping[str, Any],
+              said: tuple[Notice, ...], base: Mapping[str, Any], found: peak.Estimate
+              ) -> roomplan.RoomView:
         now = datetime.now(UTC)
-        # Read again, not from `src`: a caller's sources may predate the last act (a second
+        # Read again, not from the caller's sources: they may predate the last act (a second
         # scout would be made for a first the watch already shows).
         rooms = rooms_of(self.index, run.uid, now)
-        for extra in rooms[1:]:  # a replaced scout still ending: only the newest counts
-            self._delete(extra, "an older reservation")
         pods = self.index.run_pods(run.uid)  # read once: the progress and the layers both
         _, _, pending = progress.progress(pods)
         pending = pending or progress.pods_to_come(run.status.get("childReferences"), pods)
-        between = progress.between_layers(pods)
         own = reservation.room_of(rooms[0], 0).size if rooms else {}
         spec = base["spec"]["template"]["spec"]
         full, need, limited = self.headroom.asks(run, facts, found, own, spec)
-        for notice in limited:
-            self.executor.do(Say(ref, notice, run.uid))
         pod = self.index.balloon(run.uid)
-        requires_room = reservation.requires_room(spec, run.uid)
-        if requires_room and not reservation.worth(full) and not (pod and pod.node):
-            # The quota leaves no reservation: the unbound balloon must not wait for one
-            # (re-planned without; not tended again before the watch shows it).
-            self.memory.set(run.uid, acted=Acted(time.monotonic(), hold=settle.SETTLE))
-            return True
         waiting = self.index.balloon_waiting(run.uid)
         capacity = facts.policy_for(run.namespace).policy.capacity
         seen = reservation.Seen(
             full=full,
             need=need,
-            requires_room=requires_room,
+            requires_room=reservation.requires_room(spec, run.uid),
             balloon_node=(pod.node or None) if pod else None,
             balloon_waiting=(now - waiting.since).total_seconds() if waiting else 0.0,
             pods_pending=pending,
             room=reservation.room_of(rooms[0], age(rooms[0], now)) if rooms else None,
             wait_seconds=capacity.wait_seconds,
             say_after=self.settings.balloon_stuck_after,
-            between_layers=between,
+            between_layers=progress.between_layers(pods),
         )
-        step = reservation.decide(seen)
-        if (again := reservation.recheck_after(seen)) is not None:
-            self.later(run.uid, again)
-        if step.notice is not None:
-            self.executor.do(Say(ref, step.notice, run.uid))
-        if step.act is reservation.Act.NONE:
-            return False
-        makes = step.act in (reservation.Act.SCOUT, reservation.Act.REPLACE, reservation.Act.KEEP)
-        manifest = reservation_pod.manifest(
-            base, run.uid, reservation.KEEPER if step.act is reservation.Act.KEEP
-            else reservation.SCOUT, step.size or {}, step.halvings, full,
-            self.settings.reservation_priority_class_name,
-        ) if makes else None
-        gone = str(rooms[0]["metadata"].get("name")) if rooms else ""
-        self.memory.set(run.uid, acted=Acted(
-            time.monotonic(), manifest["metadata"]["name"] if manifest else gone,
-            made=manifest is not None, hold=settle.SETTLE if seen.between_layers else 0.0))
-        self.metrics.reservations.labels(action=str(step.act)).inc()
-        log.info("reservation", run=f"{run.namespace}/{run.name}", act=str(step.act),
-                 why=step.why, size=quantity.describe(step.size or {}))
-        if step.act in (reservation.Act.DELETE, reservation.Act.REPLACE) and rooms:
-            self._delete(rooms[0], step.why)
-        if manifest is not None:
-            done = self.executor.do(MakePod(manifest))
-            if (exc := done.api_error) is None:
-                done.get()  # no answer at all: tried again after a backoff (faces/serial.py)
-            else:
-                if done.failure is None or not errors.worth_saying(done.failure):
-                    self.memory.reset(run.uid, "acted")  # it was not made: not waited for either
-                    done.get()  # tried again after a backoff (faces/serial.py)
-                self._failed_at[run.namespace] = now
-                self.memory.set(run.uid, acted=Acted(time.monotonic(), hold=settle.SETTLE))
-                self.executor.do(Say(
-                    ref, reservation.cannot_reserve(f"{exc.status} {api_message(exc)}"), run.uid
-                ))
-                return step.act is not reservation.Act.KEEP  # re-planned without it, at once
-        return False
+        return roomplan.RoomView(ref, said, seen, base, tuple(rooms), limited,
+                                 self.settings.reservation_priority_class_name, time.monotonic())
 
     def on_room_pod(self, pod: Mapping[str, Any], deleted: bool) -> str:
         """A reservation pod changed: filed in the index, and the act that made or deleted it,
@@ -236,22 +160,9 @@ class Capacity:
         self.memory.update(uid, seen)
         return uid
 
-    def release(self, run_uid: str, why: str) -> None:
-        """The run's reservation pods go: its balloon went, or it is no longer live."""
-        for pod in self.index.rooms(run_uid):
-            self._delete(pod, why)
+    def rooms(self, run_uid: str) -> tuple[Mapping[str, Any], ...]:
+        return tuple(self.index.rooms(run_uid))
 
-    def release_orphans(self, live: Iterable[str]) -> None:
-        """Reservation pods of runs that are not live (a missed event, a restart)."""
-        keep = set(live)
-        for uid in self.index.runs():
-            if uid not in keep:
-                self.release(uid, "its run is not live")
-
-    def _delete(self, pod: Mapping[str, Any], why: str) -> None:
-        meta = pod.get("metadata") or {}
-        if meta.get("labels", {}).get(names.LABEL_COMPONENT) != names.COMPONENT_RESERVATION:
-            return
-        log.info("reservation deleted", pod=meta.get("name"), why=why)
-        self.executor.do(DeletePod(str(meta.get("namespace")), str(meta.get("name")),
-                                   str(meta.get("uid")), grace=0)).get()
+    def orphans(self, live: set[str]) -> list[str]:
+        """Runs with reservation pods that are not live (a missed event, a restart)."""
+        return [uid for uid in self.index.runs() if uid not in live]

@@ -22,9 +22,10 @@ from typing import Any
 import structlog
 
 from controller.core.basics import actions
-from controller.core.basics.actions import Action, Say, Unsay
+from controller.core.basics.actions import Action
 from controller.core.basics.notices import Notice
-from controller.core.model import tekton, versions
+from controller.core.model import assistant, tekton, versions
+from controller.core.placement import runplan
 from controller.kube import errors
 from controller.kube.admission_policies import AdmissionPolicies
 from controller.kube.client import ApiError, Kube
@@ -36,12 +37,7 @@ from controller.settings import Settings
 log = structlog.get_logger(__name__)
 
 
-def pipelinerun_ref(name: str, namespace: str, uid: str) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{tekton.GROUP}/{tekton.VERSION}",
-        "kind": tekton.PIPELINE_RUN_KIND,
-        "metadata": {"name": name, "namespace": namespace, "uid": uid},
-    }
+pipelinerun_ref = runplan.reference
 
 
 class Notifier:
@@ -150,8 +146,8 @@ class Executor:
 # -- what the operator says of the cluster ---------------------------------------------------------
 # What the operator says of the cluster it runs in. Which Kubernetes and Tekton releases, and
 # whether they were tested: once at start, and again whenever Tekton's version changes (an upgrade
-# in place); never refuses to run: the verdicts are core/model/versions.py's. And when Tekton's
-# own affinity assistant is switched on, and off (below).
+# in place); never refuses to run: the verdicts are core/model/versions.py's. And the mode of
+# Tekton's own affinity assistant (below).
 
 log = structlog.get_logger(__name__)
 
@@ -187,69 +183,34 @@ class Versions:
 
 
 # -- Tekton's own affinity assistant ---------------------------------------------------------------
-# Says when Tekton's own affinity assistant is switched on, and when it is off again.
+# Its mode, as Tekton's feature-flags set it: a metric, and an info line when it changes.
 #
-# With the assistant on, Tekton pins a run's pods to its own placeholder: in an opted-in namespace
-# admission puts our term in place of Tekton's and holds the placeholder until the leader gives it
-# the balloon's node (operator/marking.py); every other namespace's runs are Tekton's alone. Said
-# once, on Tekton's feature-flags ConfigMap, where the administrator who switched it on will look.
-
-log = structlog.get_logger(__name__)
-
-REASON = "TektonAffinityAssistantOn"
-KEY = "feature-flags"
+# With the assistant on (any mode) nothing needs a person: in an opted-in namespace admission puts
+# our term in place of Tekton's and holds the placeholder until the leader gives it the balloon's
+# node (operator/marking.py); every other namespace's runs are Tekton's alone. So no Event: a
+# Warning would ask for an action there is none to take, and a Normal one would be a write in
+# Tekton's namespace for a setting its administrator just made. `check` says what the mode means
+# on demand; the log line and the gauge say when it changed.
 
 
 class Assistant:
-    def __init__(self, settings: Settings, metrics: Metrics, executor: Executor,
-                 soon: Callable[[str, Hashable, Callable[[], None], float], None] | None = None,
-                 ) -> None:
+    def __init__(self, settings: Settings, metrics: Metrics) -> None:
         self.settings = settings
         self.metrics = metrics
-        self.executor = executor
-        # What it says goes on the work queue under a key of its own (Operator.soon): the view's
-        # watch thread, which calls on_facts, never writes. None: said in place.
-        self.soon = soon
 
     def on_facts(self, old: Facts, new: Facts) -> None:
-        """ClusterView listener: a Warning when the assistant comes on (once the watches have
-        listed, so a restart says a standing problem once more), an info line when it goes."""
+        """ClusterView listener. The mode is told once the watches have listed (before, the
+        view's flags are a guess), and again on each change; a restart tells it once more."""
         self.metrics.tekton_assistant_on.set(1 if new.assistant_on else 0)
-        if new.synced and new.assistant_on and (not old.synced or not old.assistant_on):
-            message = self.message(new)
-            log.error(message)
-            self._say(Say(self.feature_flags(), Notice(REASON, message), KEY))
-        elif old.assistant_on and not new.assistant_on and new.synced:
-            log.info("Tekton's affinity assistant is off")
-            self._say(Unsay(KEY, REASON))
-
-    def _say(self, action: Say | Unsay) -> None:
-        def say() -> None:
-            self.executor.do(action)
-
-        if self.soon is None:
-            say()
-        else:
-            self.soon("tekton/assistant", "assistant", say, 0.0)
-
-    def message(self, facts: Facts) -> str:
-        flags = facts.feature_flags
-        what = (
-            "missing" if flags is None else f"coschedule={flags.get('coschedule', '(default)')!r}"
-        )
-        return (
-            f"Tekton's affinity assistant is on ({self.settings.tekton_namespace}/feature-flags "
-            f"{what}): in namespaces that opted in, tekton-coscheduler anchors the runs and "
-            "Tekton's placeholder follows the balloon; every other namespace's runs are "
-            "Tekton's alone."
-        )
-
-    def feature_flags(self) -> dict[str, Any]:
-        return {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {
-                "name": tekton.FEATURE_FLAGS_CONFIGMAP,
-                "namespace": self.settings.tekton_namespace,
-            },
-        }
+        if not new.synced:
+            return
+        said = assistant.meaning(new.feature_flags)
+        if old.synced and assistant.meaning(old.feature_flags).state == said.state:
+            return  # another flag changed, or another fact of the view
+        label = assistant.mode_label(said.mode)
+        for each in assistant.MODE_LABELS:
+            self.metrics.tekton_assistant_mode.labels(each).set(1 if each == label else 0)
+        previous = assistant.mode_label(assistant.mode(old.feature_flags)) if old.synced else None
+        log.info("Tekton's affinity assistant mode", mode=label, previous=previous,
+                 feature_flags=f"{self.settings.tekton_namespace}/{tekton.FEATURE_FLAGS_CONFIGMAP}",
+                 state=said.state, opted_in=said.opted_in, others=said.others)

@@ -25,7 +25,7 @@ it is for a run that gets no balloon (operator/runs.py: opted out, not ours, end
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -34,15 +34,14 @@ import structlog
 from controller.core.basics import names
 from controller.core.basics.actions import Mark, ReleaseGate
 from controller.core.model import tekton
-from controller.core.placement import gate, mark
+from controller.core.placement import gate, mark, runplan
 from controller.core.placement.memory import Gated, Placeholder, RunMemory
-from controller.kube import errors
 from controller.kube.client import ApiError, Kube, api_message
 from controller.kube.clusterview import Facts
 from controller.kube.nodeindex import NodeIndex
 from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
-from controller.operator.executor import Executor
+from controller.operator.executor import Done, Executor
 from controller.operator.memory import Memories, Soon
 
 log = structlog.get_logger(__name__)
@@ -72,24 +71,12 @@ class Marks:
     def marked(self, run: tekton.PipelineRun) -> bool:
         return mark.by(run, self.installation) or self.memory.get(run.uid).marked
 
-    def ensure(self, run: tekton.PipelineRun, topology_key: str) -> bool:
-        """Marks the run and its TaskRuns, once. A failure that may mend is raised (the work
-        queue tries again); one that cannot is logged (False): the run stays anchored while its
-        namespace is enabled, and its next event tries again."""
-        if self.marked(run) or not mark.ready(run):
-            return True  # marked, or Tekton's first writes still to come: they wake the run
-        try:
-            self.executor.do(Mark("pipelineruns", run.namespace, run.name,
-                                  mark.patch(run.uid, topology_key, self.installation))).get()
-            self._mark_task_runs(run, topology_key, self.index.task_runs(run.uid))
-        except ApiError as exc:
-            if errors.classify(exc).retry:
-                raise  # the run's event is tried again after a backoff (faces/serial.py)
-            log.warning("could not mark the anchored run", error=f"{exc.status} {api_message(exc)}",
-                        object=f"PipelineRun/{run.namespace}/{run.name}")
-            return False
-        self.memory.set(run.uid, marked=True)
-        return True
+    def marking(self, run: tekton.PipelineRun, facts: Facts) -> runplan.Marking:
+        """What the run's plan reads to mark it (core/placement/runplan.py): a run not marked
+        yet is marked with its TaskRuns the pod watch has shown, once Tekton's first writes
+        are done (they wake the run)."""
+        return runplan.Marking(self.installation, facts.topology_key(run.namespace),
+                               self.marked(run), tuple(self.index.task_runs(run.uid)))
 
     def _mark_task_runs(self, run: tekton.PipelineRun, topology_key: str,
                         names: Iterable[str]) -> None:
@@ -143,7 +130,7 @@ class Gates:
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
         pod_uid = str(meta.get("uid") or "")
         if deleted or not gate.held(spec, gate.PLACEHOLDER_GATE):
-            self._seen_released(run_uid, pod_uid)
+            self.memory.released(run_uid, pod_uid)
             return False
         pinned = gate.HOSTNAME in (spec.get("nodeSelector") or {})
         seen = Placeholder(pod_uid, str(meta.get("namespace") or ""),
@@ -162,7 +149,7 @@ class Gates:
             return
         pod_uid = str(meta.get("uid") or "")
         if deleted or not gate.held(spec):
-            self._seen_released(run.uid, pod_uid)
+            self.memory.released(run.uid, pod_uid)
             return
         seen = Gated(pod_uid, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         self.memory.update(run.uid, lambda m: replace(m, gated=_with(m.gated, seen)))
@@ -200,35 +187,48 @@ class Gates:
         self._release(run_uid)
 
     def _release(self, run_uid: str) -> None:
-        """Every held pod of the run released (its placeholders beside its anchor, if bound);
-        a failure that may mend is raised once the others were tried (the event is tried again
-        after a backoff: faces/serial.py)."""
-        again: Exception | None = None
+        """Every held pod of the run released (its placeholders beside its anchor, if bound)."""
+        release_gates(self.executor, self.metrics, self.memory, self.releases(run_uid))
+
+    def releases(self, run_uid: str) -> list[ReleaseGate]:
+        """What releasing the run's held pods is, as it stands (core/placement/gate.releases)."""
+        return gate.releases(run_uid, **self.held(run_uid))
+
+    def held(self, run_uid: str) -> dict[str, Any]:
+        """The run's held pods, and its anchor's node's hostname ("" while it has none)."""
         node = self.index.anchor(run_uid) or ""
         host = (self.nodes.images().hostnames.get(node) if self.nodes else None) or node
-        held = self.memory.get(run_uid)
-        for pod_uid, namespace, name, patch in (
-                *((*g, gate.release()) for g in held.gated),
-                *((*p[:3], gate.release_placeholder(host, p.pinned)) for p in held.placeholders)):
-            done = self.executor.do(ReleaseGate(namespace, name, pod_uid, patch))
-            if done.ok and done.value:
-                self.metrics.gates_released.inc()
-            elif (exc := done.error) is not None:
-                if not isinstance(exc, ApiError) or (done.failure and done.failure.retry):
-                    again = again or exc
-                    continue
-                log.warning("could not release a pod's scheduling gate",
-                            error=f"{exc.status} {api_message(exc)}",
-                            object=f"Pod/{namespace}/{name}")
-                continue
-            self._seen_released(run_uid, pod_uid)
-        if again is not None:
-            raise again
+        m = self.memory.get(run_uid)
+        return {"gated": m.gated, "placeholders": m.placeholders, "host": host}
 
-    def _seen_released(self, run_uid: str, pod_uid: str) -> None:
-        self.memory.update(run_uid, lambda m: replace(
-            m, gated=tuple(g for g in m.gated if g.uid != pod_uid),
-            placeholders=tuple(p for p in m.placeholders if p.uid != pod_uid)))
+
+def release_gates(executor: Executor, metrics: Metrics, memory: Memories,
+                  releases: Sequence[ReleaseGate]) -> None:
+    """Held pods let go (core/placement/gate.releases), apart from any plan (a pod's event, the
+    resync, leadership's end); a failure that may mend is raised once the others were tried
+    (the work is tried again after a backoff)."""
+    again: Exception | None = None
+    for action in releases:
+        again = gate_released(metrics, memory, action, executor.do(action)) or again
+    if again is not None:
+        raise again
+
+
+def gate_released(metrics: Metrics, memory: Memories, action: ReleaseGate,
+                  done: Done) -> Exception | None:
+    """A held pod let go, or what failed: returned to raise (it may mend), or logged (it
+    cannot: the pod keeps its term beside the anchor either way)."""
+    if (exc := done.error) is None:
+        if done.value:
+            metrics.gates_released.inc()
+        memory.released(action.run_uid, action.uid)
+        return None
+    if not isinstance(exc, ApiError) or (done.failure and done.failure.retry):
+        return exc
+    log.warning("could not release a pod's scheduling gate",
+                error=f"{exc.status} {api_message(exc)}",
+                object=f"Pod/{action.namespace}/{action.name}")
+    return None
 
 
 def _holds(m: RunMemory) -> object:

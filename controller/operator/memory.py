@@ -28,6 +28,9 @@ class Memories:
         # What every decision of a namespace, or every decision, reads (operator/observe.py
         # Settled: a namespace's name, or CLUSTER) -> the number of its last change.
         self._changes: dict[str, int] = {}
+        # Namespace -> when a reservation pod could not be made there (time.monotonic(); no
+        # PriorityClass, admission): its runs do without one for a while (operator/capacity.py).
+        self._refused: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def number(self) -> int:
@@ -47,6 +50,15 @@ class Memories:
         with self._lock:
             return max((self._changes.get(s, 0) for s in subjects), default=0)
 
+    def refuse(self, namespace: str) -> None:
+        with self._lock:
+            self._refused[namespace] = time.monotonic()
+
+    def refused(self, namespace: str) -> float | None:
+        """When a reservation pod was last refused in the namespace (None: never)."""
+        with self._lock:
+            return self._refused.get(namespace)
+
     def get(self, run_uid: str) -> RunMemory:
         with self._lock:
             return self._runs.get(run_uid, EMPTY)
@@ -65,6 +77,12 @@ class Memories:
     def set(self, run_uid: str, **changes: Any) -> RunMemory:
         """These fields of the run's memory set; the memory before."""
         return self.update(run_uid, lambda m: replace(m, **changes))
+
+    def released(self, run_uid: str, pod_uid: str) -> None:
+        """A held pod of the run seen let go (RunMemory.gated, .placeholders)."""
+        self.update(run_uid, lambda m: replace(
+            m, gated=tuple(g for g in m.gated if g.uid != pod_uid),
+            placeholders=tuple(p for p in m.placeholders if p.uid != pod_uid)))
 
     def reset(self, run_uid: str, *names: str) -> RunMemory:
         """These fields of the run's memory forgotten; the memory before."""
@@ -116,9 +134,12 @@ class LiveRuns:
     namespaces this installation anchored in). Workers, the resync and watch threads use it at
     once: each call is one step of the memories."""
 
-    def __init__(self, memory: Memories, per_run: Callable[[], bool] = lambda: False) -> None:
+    def __init__(self, memory: Memories,
+                 per_run: Callable[[tekton.PipelineRun], bool] = lambda _: False) -> None:
         self.memory = memory
-        self.per_run = per_run  # Tekton's assistant names the templated claims per run
+        # Whether Tekton's assistant named the run's templated claims per run (as it made them:
+        # operator/observe.Observer.claim_naming)
+        self.per_run = per_run
 
     def __contains__(self, uid: object) -> bool:
         return isinstance(uid, str) and _live(self.memory.get(uid))
@@ -135,8 +156,10 @@ class LiveRuns:
     def claims_tekton_makes(self, uid: str) -> frozenset[str]:
         """The claims Tekton makes for the live run (a balloon waiting for one waits for it)."""
         body = self.get(uid)
-        return (tekton.PipelineRun.from_body(body).claims_tekton_makes(self.per_run())
-                if body else frozenset())
+        if not body:
+            return frozenset()
+        run = tekton.PipelineRun.from_body(body)
+        return run.claims_tekton_makes(self.per_run(run))
 
     def named(self, namespace: str, name: str) -> str:
         """The uid of the live run of that name ("": none); what a placeholder of Tekton's

@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from controller.core.basics import names
-from controller.core.model import tekton
+from controller.core.model import assistant, tekton
 from controller.core.placement import reconcile
 from controller.core.placement.memory import Kept, RunMemory
 from controller.kube.caches import Caches
@@ -55,8 +55,8 @@ class Observer:
         its reservation is tended from the same reading)."""
         live = not (run.finished or run.pending or run.opted_out)
         needs_claims = live and serves
-        named = {c.name for c in run.claims(facts.claims_per_run)} if needs_claims else set()
-        pvcs = self._claims(run, named) if needs_claims else []
+        per_run, pvcs = self.claim_naming(run, facts) if needs_claims else (False, [])
+        named = {c.name for c in run.claims(per_run)} if needs_claims else set()
         claim_names = named | {str((p.get("metadata") or {}).get("name")) for p in pvcs}
         src = read_sources(self.caches, self.index, run)
         pod = self.index.balloon(run.uid) if existing is not None else None
@@ -80,7 +80,8 @@ class Observer:
             warmth=(self.warming.warmth(run, facts, src)
                     if choosing and self.warming is not None else None),
             notices=said,
-            claims_per_run=facts.claims_per_run,
+            claims_per_run=per_run,
+            assistant_mode=assistant.mode(facts.feature_flags) if facts.assistant_on else None,
         ), src
 
     def fresh(self, run: tekton.PipelineRun) -> Mapping[str, Any] | None:
@@ -95,6 +96,20 @@ class Observer:
         now = tekton.PipelineRun.from_body(fresh)
         live = now.uid == run.uid and not (now.finished or now.pending or now.opted_out)
         return run.raw if live else fresh
+
+    def claim_naming(self, run: tekton.PipelineRun, facts: Facts
+                     ) -> tuple[bool, Sequence[Mapping[str, Any]]]:
+        """How Tekton named the run's templated claims (per run or not: core/model/assistant.
+        claims_per_run), from the claims it made for the run: those the run owns, and those of
+        either naming; and the claims read, but those of the naming not taken that the run does
+        not own (a mode changed mid-run: the run keeps its own naming)."""
+        both = {c.name for c in (*run.claims(False), *run.claims(True))}
+        found = self._claims(run, both)
+        made = {str((p.get("metadata") or {}).get("name")) for p in found}
+        per_run = assistant.claims_per_run(run, made, facts.claims_per_run)
+        other = set(run.claims_tekton_makes(not per_run)) - set(run.claims_tekton_makes(per_run))
+        return per_run, [p for p in found if str((p.get("metadata") or {}).get("name")) not in
+                         other or run.uid in owner_uids(p)]
 
     def _claims(self, run: tekton.PipelineRun, named: set[str]) -> Sequence[Mapping[str, Any]]:
         """The claims the run owns or names (the cache's indexes), or, before the cache is

@@ -1,11 +1,12 @@
-"""The operator's work on runs: observe (kube), decide (reconcile), act and tell (the executor).
-
+"""The operator's work on runs: a look at a run observes it (operator/observe.py, capacity.py),
+plans (core/placement/runplan.py, pure) and applies the plan (operator/apply.py, the executor).
 The handlers (faces/streams.py, faces/kopf_handlers.py) call these methods and nothing else. Each
 is safe to run again with the same input: restarts and replayed events are harmless.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -13,21 +14,21 @@ from typing import Any
 import structlog
 
 from controller.core.basics import names
-from controller.core.capacity import nodes
+from controller.core.capacity import nodes, roomplan
 from controller.core.model import tekton
 from controller.core.placement import balloon, reconcile, runplan
 from controller.core.placement.reconcile import Verb
 from controller.core.placement.runplan import Ask
-from controller.kube.caches import Caches
+from controller.kube.caches import Caches, balloon_of, may_have_balloon
 from controller.kube.client import Kube
 from controller.kube.clusterview import ClusterView
 from controller.kube.nodeindex import NodeIndex
 from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
 from controller.operator.anchors import AnchorGuard, Unplaced, WaitingPods
-from controller.operator.balloons import Balloons, Budgets
+from controller.operator.apply import Applier, Budgets
 from controller.operator.capacity import Capacity
-from controller.operator.estimates import Estimates, Resolving, Sources
+from controller.operator.estimates import Estimates, Resolving
 from controller.operator.executor import Assistant, Executor, Notifier
 from controller.operator.headroom import Headroom, Warming
 from controller.operator.marking import Gates, Marks
@@ -54,6 +55,8 @@ class Operator:
         self.view = view
         self.metrics = metrics
         self.caches = caches
+        # The balloon StatefulSet, from the watch cache once it is synced.
+        self.balloon_of = functools.partial(balloon_of, caches, kube)
         # Puts a run on the leader's work queue (faces/streams.py sets it): see nudge.
         self.submit: Callable[[str, Mapping[str, Any], bool], None] | None = None
         # Puts any work of a run on that queue, under the run's key (faces/streams.py): see soon.
@@ -65,7 +68,7 @@ class Operator:
         # What the leader remembers of each run between two looks at it (operator/memory.py).
         self.memory = Memories()
         # The live runs: those whose memory holds their body.
-        self.live = LiveRuns(self.memory, lambda: view.facts.claims_per_run)
+        self.live = LiveRuns(self.memory, lambda r: self.observer.claim_naming(r, view.facts)[0])
         # Live runs whose last decision kept their balloon, until something they read changes.
         self.settled = Settled(settings.resync_settled_rounds, self.index, self.memory)
         # What the node watch last showed of each node (kube/nodeindex.py).
@@ -75,7 +78,9 @@ class Operator:
                                    self.balloon_of, self.warming, self.later)
         self.gates = Gates(self.executor, self.index, metrics, self.memory, self.node_index)
         self.budgets = Budgets(self.executor, caches)
-        self.balloons = Balloons(self.executor, metrics, self.budgets, self.placement)
+        # A run's plan, or its reservation's part, applied through the executor.
+        self.applier = Applier(self.executor, metrics, self.budgets, self.placement, self.memory,
+                               self._room_later)
         self.unplaced = Unplaced(settings, kube, self.index, metrics, self.executor)
         self.anchors = AnchorGuard(kube, self.index, self.node_index, self.placement, metrics,
                                    self.executor, self.memory, self.soon)
@@ -87,8 +92,8 @@ class Operator:
         self.estimates = Estimates(caches, self.index, resolving, self.memory)
         headroom = Headroom(settings, caches, self.index, self.estimates.known, self.live.runs,
                             self.memory, self.node_index.nodes, kube)
-        self.capacity = Capacity(settings, self.executor, caches, self.index, metrics,
-                                 self.estimates, headroom, self.memory, self._room_later)
+        self.capacity = Capacity(settings, caches, self.index, self.estimates, headroom,
+                                 self.memory)
         self.observer = Observer(kube, caches, self.index, self.capacity, self.warming,
                                  self._lasting)
         installation = f"{settings.namespace_label}={settings.namespace_label_value}"
@@ -100,7 +105,7 @@ class Operator:
             self.settled.listen_to(caches)
             caches.listen("nodes", self._node_event, reads=nodes.reads)
         view.subscribe(self.marks.on_facts)
-        view.subscribe(Assistant(settings, metrics, self.executor, self.soon).on_facts)
+        view.subscribe(Assistant(settings, metrics).on_facts)
 
     # -- PipelineRuns ----------------------------------------------------------------------
 
@@ -136,29 +141,35 @@ class Operator:
 
     # -- reservation pods (operator/capacity.py) ----------------------------------------------
 
-    def tend_room(self, run_uid: str, plan: Mapping[str, Any] | None = None,
-                  src: Sources | None = None) -> None:
-        """The live run's reservation pod kept where core/capacity/reservation.py says; a balloon to
-        be planned again without one goes back on the work queue (`plan`: as just planned)."""
+    def tend_room(self, run_uid: str) -> None:
+        """The live run's reservation step alone (its pods' events): planned from its part of
+        the snapshot (core/capacity/roomplan.py) and applied."""
         body = self.live.get(run_uid)
         if body is None:
             return
-        ns = str((body.get("metadata") or {}).get("namespace") or "")
-        existing = self.balloon_of(ns, balloon.balloon_name(run_uid))
-        if self.capacity.tend(body, self.view.facts, existing, plan, src):
-            self.nudge(body)
+        run = tekton.PipelineRun.from_body(body)
+        existing = self.balloon_of(run.namespace, balloon.balloon_name(run_uid))
+        if (room := self.capacity.view(run, self.view.facts, existing)) is None:
+            return
+        planned = roomplan.plan(room)
+        if self.applier.apply(run, planned.actions, planned).replan:
+            self.nudge(body)  # its balloon is not to wait for a reservation: planned again
 
     def _room_later(self, run_uid: str, seconds: float) -> None:
         self.later(run_uid, "room", lambda: self._room_due(run_uid), seconds)
 
     def _room_due(self, run_uid: str) -> None:
         """Its reservation's wait ran out: tended (looked at before it has a balloon)."""
-        body = self.live.get(run_uid)
-        ns = str(((body or {}).get("metadata") or {}).get("namespace") or "")
-        if body is not None and self.balloon_of(ns, balloon.balloon_name(run_uid)) is None:
+        if (body := self._without_balloon(run_uid)) is not None:
             self.look(body)
         else:
             self.tend_room(run_uid)
+
+    def _without_balloon(self, run_uid: str) -> Mapping[str, Any] | None:
+        """The live run's body, if it has no balloon yet."""
+        body = self.live.get(run_uid)
+        ns = str(((body or {}).get("metadata") or {}).get("namespace") or "")
+        return body if body and not self.balloon_of(ns, balloon.balloon_name(run_uid)) else None
 
     def on_run_pod(self, pod: Mapping[str, Any]) -> None:
         """A pod of a run changed: its reservation may follow, what waits for a node be said."""
@@ -170,10 +181,8 @@ class Operator:
 
     def on_room_pod(self, pod: Mapping[str, Any], deleted: bool) -> None:
         uid = self.capacity.on_room_pod(pod, deleted)
-        body = self.live.get(uid)
-        meta, found_room = pod.get("metadata") or {}, (pod.get("spec") or {}).get("nodeName")
-        if (not deleted and found_room and body is not None and self.balloon_of(
-                str(meta.get("namespace")), balloon.balloon_name(uid)) is None):
+        found_room = not deleted and (pod.get("spec") or {}).get("nodeName")
+        if found_room and (body := self._without_balloon(uid)) is not None:
             self.nudge(body)  # the scout found room: now the balloon is made, beside it
         else:
             self.tend_room(uid)
@@ -189,12 +198,6 @@ class Operator:
         """From the nodes' watch cache (its first list included): gone when it holds it no more."""
         assert self.caches is not None
         self.on_node(node, deleted=not self.caches.holds("nodes", node))
-
-    def balloon_of(self, namespace: str, name: str) -> Mapping[str, Any] | None:
-        """The balloon StatefulSet, from the watch cache once it is synced."""
-        if self.caches is not None and self.caches.synced:
-            return self.caches.balloon(namespace, name)
-        return self.kube.get_statefulset(namespace, name)
 
     def _lasting(self, run_uid: str) -> bool:
         """The run is live, or the live runs are not all known yet (the first resync round)."""
@@ -234,8 +237,9 @@ class Operator:
             return reconcile.Decision(Verb.NONE, "invalid run")
         # A run anchored before its namespace was switched off stays ours to its end.
         serves = self.marks.serves(run, facts) or bool(self.index.run_pods(run.uid))
-        admitted = runplan.admit(run, serves, not run.finished or self._may_have_balloon(run),
-                                 run.finished and bool(self.index.rooms(run.uid)))
+        ended, sts = run.finished, balloon.balloon_name(run.uid)
+        kept = not ended or may_have_balloon(self.caches, run.namespace, sts)
+        admitted = runplan.admit(run, serves, kept, ended and bool(self.index.rooms(run.uid)))
         if admitted.live:
             self.live.keep(run.uid, body)
         else:
@@ -249,9 +253,10 @@ class Operator:
             self.gates.forget(run.uid)
         if admitted.done is not None:
             if admitted.release_room:  # it ended while its scout looked for room
-                self.capacity.release(run.uid, "run finished")
+                self.applier.release(roomplan.release(self.capacity.rooms(run.uid),
+                                                      "run finished"))
             return admitted.done
-        existing = self.balloon_of(run.namespace, balloon.balloon_name(run.uid))
+        existing = self.balloon_of(run.namespace, sts)
         if runplan.name_taken(run, existing):
             assert existing is not None
             log.error("statefulset with the balloon's name is not ours; leaving it alone",
@@ -260,36 +265,31 @@ class Operator:
         observed, src = self.observer.observe(run, facts, existing, serves)
         if existing is None:  # a ResolutionRequest's event wakes the runs whose anchor waits
             self.estimates.resolving.hold(run, observed.resolving)
-        asked: frozenset[Ask] = frozenset()
-        while (planned := runplan.plan(observed, newest, asked)).ask is not None:
-            asked |= {planned.ask}
+        view = runplan.View(observed, newest, self.marks.marking(run, facts), existing,
+                            self.budgets.kept(run.namespace), self.capacity.rooms(run.uid),
+                            **self.gates.held(run.uid))
+        while (planned := runplan.plan(view)).ask is not None:
+            view = replace(view, asked=view.asked | {planned.ask})
             if planned.ask is Ask.BALLOON_NODE:  # asked of the API server once per run
                 node = self.placement.node_of(run.namespace, run.uid)
-                observed = replace(observed, balloon_pod_node=node or observed.balloon_pod_node)
+                view = replace(view, observed=replace(
+                    observed, balloon_pod_node=node or observed.balloon_pod_node))
+            elif planned.ask is Ask.ROOM:  # for the balloon as made, or as planned now
+                view = replace(view, decided=planned.decision, room=self.capacity.view(
+                    run, facts, existing, planned.decision.manifest, src)
+                    if run.uid in self.live else None)
             elif (fresh := self.observer.fresh(run)) is not run.raw:
                 return self._decide_again(run, fresh)  # the body was old: decided on the new
         decision = planned.decision
-        if not planned.anchors:  # opted out: its placeholders go as they are
-            self.gates.forget(run.uid)
-        self.balloons.act(run, decision, existing)
-        marked = True
-        if planned.keeps:
-            marked = self.marks.ensure(run, facts.topology_key(run.namespace))
-            self.tend_room(run.uid, decision.manifest, src)
-        elif self.index.rooms(run.uid):
-            self.capacity.release(run.uid, decision.why)
+        applied = self.applier.apply(run, planned.actions, planned.room)
+        if applied.replan:  # its balloon is not to wait for a reservation: planned again
+            self.nudge(body)
         live = self.live.reconciled(run.uid)
-        if live and decision.verb is Verb.KEEP and marked:  # a mark not made: its next event
+        if live and decision.verb is Verb.KEEP and applied.marked:  # else: its next event
             self.settled.settle(run.uid, run.namespace, begun, reconcile.reads(run))
         else:
             self.settled.forget(run.uid)
         return decision
-
-    def _may_have_balloon(self, run: tekton.PipelineRun) -> bool:
-        """A finished run's events cost nothing once its balloon is known gone."""
-        if self.caches is None or not self.caches.synced:
-            return True
-        return self.caches.balloon(run.namespace, balloon.balloon_name(run.uid)) is not None
 
     def _decide_again(self, run: tekton.PipelineRun, fresh: Mapping[str, Any] | None
                       ) -> reconcile.Decision:

@@ -22,13 +22,16 @@ from e2e.harness.tekton_runs import FAN_OUT, FETCH, PUBLISH, PodSeen
 pytestmark = pytest.mark.e2e
 
 ALL_TASKS = [FETCH, *FAN_OUT, PUBLISH]
+SHIPPED = "shipped"  # Tekton's feature flags as Tekton ships them: coschedule: workspaces
+# Each task 5 s: a run is in flight some 15 s, long enough to see both placeholders bound.
+LASTING = {t: {tr.RUN_SECONDS: "5"} for t in ALL_TASKS}
 
 
 @pytest.fixture
 def assistant_mode(cluster: ClusterHandle, coscheduler: Coscheduler,
                    request: pytest.FixtureRequest) -> Iterator[str]:
-    """Tekton's assistant in the scenario's mode, and off again after it (the suite's
-    default), each once Tekton's controller and the operator act on it."""
+    """Tekton's assistant in the scenario's mode, and the suite's default again after it, each
+    once Tekton's controller and the operator act on it."""
     mode = str(request.param)
     switch(cluster, coscheduler, mode)
     try:
@@ -38,10 +41,16 @@ def assistant_mode(cluster: ClusterHandle, coscheduler: Coscheduler,
 
 
 def switch(cluster: ClusterHandle, coscheduler: Coscheduler, mode: str | None) -> None:
-    tekton_cluster.configure(cluster, {"coschedule": mode} if mode else None)
+    """mode: a `coschedule` value, SHIPPED (Tekton's feature flags untouched: its assistant on
+    as Tekton ships it), or None (the suite's default)."""
+    flags = (tekton_cluster.SHIPPED if mode == SHIPPED
+             else {"coschedule": mode} if mode else None)
+    tekton_cluster.configure(cluster, flags)
+    now = tekton_cluster.suite_mode(flags)
     cluster.wait_for(
-        lambda: coscheduler.metric("tekton_coscheduler_tekton_affinity_assistant_enabled")
-        == (1 if mode else 0), timeout=30, what=f"the operator sees the assistant {mode or 'off'}")
+        lambda: coscheduler.metric("tekton_coscheduler_tekton_affinity_assistant_mode",
+                                   mode=now) == 1,
+        timeout=30, what=f"the operator sees coschedule: {now}")
 
 
 def placeholders(runs: Runs, run: dict[str, Any]) -> list[PodSeen]:
@@ -52,8 +61,11 @@ def placeholders(runs: Runs, run: dict[str, Any]) -> list[PodSeen]:
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("assistant_mode", ["workspaces", "pipelineruns", "isolate-pipelinerun"],
-                         indirect=True)
+@pytest.mark.parametrize(
+    "assistant_mode",
+    # Tekton's defaults (`workspaces`) in the core subset every matrix cell runs.
+    [pytest.param(SHIPPED, marks=pytest.mark.matrix), "pipelineruns", "isolate-pipelinerun"],
+    indirect=True)
 def test_with_the_assistant_on_opted_in_runs_are_ours_and_the_others_tekton_s(
     cluster: ClusterHandle, assistant_mode: str, runs: Runs, unlabelled: Runs
 ) -> None:
@@ -83,3 +95,61 @@ def test_with_the_assistant_on_opted_in_runs_are_ours_and_the_others_tekton_s(
     for p in our_placeholders:  # held by admission, given the anchor's node by the leader
         assert p.gates == (PLACEHOLDER_GATE,) and p.node == anchor, (p.name, p.gates, p.node)
         assert (p.spec.get("nodeSelector") or {}).get("kubernetes.io/hostname") == anchor
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("assistant_mode", ["isolate-pipelinerun"], indirect=True)
+def test_isolated_placeholders_of_two_runs_that_fit_one_node_only_share_it(
+    cluster: ClusterHandle, assistant_mode: str, runs: Runs, nodes: list[str]
+) -> None:
+    """`isolate-pipelinerun`: Tekton's placeholders require a node with no other placeholder.
+    Two of our runs whose pod template allows one node only (Tekton copies it to their
+    placeholders, the balloon inherits it) are both anchored there, and both placeholders are
+    bound there while both runs are in flight: neither waits for the other's to go. Both
+    succeed on that node."""
+    only = nodes[1]
+    runs.local_pvs_everywhere()
+    template = {"nodeSelector": {"kubernetes.io/hostname": only}}
+    made = [runs.start(tr.fan_out_fan_in(tr.unique(f"iso{i}"), pod_template=template,
+                                         task_annotations=LASTING))
+            for i in range(2)]
+    assert [runs.anchor(run) for run in made] == [only, only]
+
+    def both_bound() -> list[PodSeen] | None:
+        held = [p for run in made for p in placeholders(runs, run)]
+        return held if len(held) == 2 and all(p.node for p in held) else None
+
+    held = cluster.wait_for(both_bound, timeout=60,
+                            what="both runs' placeholders bound while both are in flight")
+    ended = [run["metadata"]["name"] for run in made
+             if tr.outcome(tr.get_run(runs.custom, runs.ns, run["metadata"]["name"]))]
+    assert not ended, f"ended before both placeholders were bound (one waited): {ended}"
+    for p in held:
+        assert p.node == only and p.gates == (PLACEHOLDER_GATE,), (p.name, p.node, p.gates)
+        assert p.spec.get("nodeSelector") == {"kubernetes.io/hostname": only}, p.spec
+    for run in made:
+        assert tr.outcome(runs.done(run)) == ("True", "Succeeded")
+        assert_co_located(runs, run, only, ALL_TASKS)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("assistant_mode", ["workspaces"], indirect=True)
+def test_a_task_binding_two_claims_is_refused_by_tekton_and_said_on_the_run(
+    cluster: ClusterHandle, assistant_mode: str, runs: Runs
+) -> None:
+    """Tekton's own limit in its default mode, said, not hidden: Tekton fails the TaskRun that
+    binds two claims (TaskRunValidationFailed, before any pod), and so the run; our Warning on
+    the run names the task and Tekton's words."""
+    runs.local_pvs_everywhere()
+    tasks = [tr.task("both", workspaces=("src", "cache"))]
+    run = runs.start(tr.pipelinerun(tr.unique("two"), tasks, {
+        "src": tr.volume_claim_template(), "cache": tr.volume_claim_template()}))
+    said = runs.said(run, "TektonRefusesTaskClaims")
+    assert said.type == "Warning", said.type
+    assert "task both binds" in said.message and "more than one PersistentVolumeClaim" in said.message
+    done = runs.done(run)
+    assert (tr.outcome(done) or ("", ""))[0] == "False", tr.outcome(done)
+    [task_run] = tr.task_runs(runs.custom, runs.ns, run["metadata"]["uid"])
+    condition = tr.succeeded_condition(task_run)
+    assert condition.get("reason") == "TaskRunValidationFailed", condition
+    assert "more than one PersistentVolumeClaim is bound" in str(condition.get("message")), condition

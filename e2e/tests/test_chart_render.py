@@ -242,6 +242,24 @@ def test_every_alert_has_a_runbook_and_the_webhook_alert_is_for_webhook_mode_onl
     assert names == set(by_name) - {"TektonCoschedulerWebhookUnavailable"}
 
 
+def test_no_alert_fires_for_tekton_s_assistant_being_on_its_default() -> None:
+    """Beside Tekton's assistant (issue 48): its being on, Tekton's default, is nobody's
+    problem, so no rule reads its metrics; in both admission modes."""
+    for mode in ("webhook", "policy"):
+        rules = one(chart.render({"metrics.prometheusRule.enabled": True, "admission.mode": mode}),
+                    "PrometheusRule")["spec"]["groups"][0]["rules"]
+        assert len(rules) >= 5
+        assert [r["alert"] for r in rules if "assistant" in (r["alert"] + r["expr"]).lower()] == []
+
+
+def test_the_retired_ignore_assistant_value_is_accepted_and_sets_nothing() -> None:
+    """An upgrade with --reuse-values from a release where config.ignoreTektonAssistant was set
+    still renders; the variable it once set is gone."""
+    for value in (True, False):
+        env = env_of(chart.render({"config.ignoreTektonAssistant": value}))
+        assert not [k for k in env if "ASSISTANT" in k]
+
+
 def test_the_dashboard_is_an_optional_configmap_for_grafanas_sidecar() -> None:
     assert "ConfigMap" not in {d["kind"] for d in chart.render()}  # off by default
     shipped = promql.read_dashboard()

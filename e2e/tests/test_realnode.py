@@ -20,15 +20,18 @@ import pytest
 from kubernetes import client
 
 from controller.core.basics import names
+from controller.core.model.assistant import pinned_to_assistant
 from controller.core.placement.balloon import balloon_name
+from controller.core.placement.gate import PLACEHOLDER_GATE
 from e2e.harness import chart
 from e2e.harness import real as real_
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import name_of, present, realhost, realimages, realnode
+from e2e.harness.cluster import tekton as tekton_cluster
 from e2e.harness.load import PodLoad
 from e2e.harness.real import Real
 from e2e.harness.rollout_trace import RolloutTrace
-from e2e.harness.runs import Runs, assert_co_located
+from e2e.harness.runs import Runs, assert_co_located, our_terms
 from e2e.harness.tekton_runs import PodRecorder
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode, pytest.mark.parts("realnode")]
@@ -234,7 +237,12 @@ def test_without_coscheduling_a_run_s_pods_spread_over_the_real_nodes_and_with_i
 ) -> None:
     """Three runs on volumes any node mounts, in a namespace that did not opt in: on a real
     cluster with ReadWriteOnce block volumes, a run spread over two nodes meets Multi-Attach
-    errors. The same runs opted in: each on one node."""
+    errors. The same runs opted in: each on one node.
+
+    Then Tekton's assistant on (`workspaces`, Tekton's default), one more run in each
+    namespace (issue 48): both succeed on one node each, the opted-in one's anchored by us (a
+    balloon, our term on every pod, not Tekton's), the other's by Tekton's placeholder alone (its
+    term on every pod, nothing of ours)."""
     install(real, "policy")
     template = {"volumeClaimTemplate": {"spec": {
         "accessModes": ["ReadWriteOnce"], "storageClassName": "shared-host",
@@ -256,9 +264,43 @@ def test_without_coscheduling_a_run_s_pods_spread_over_the_real_nodes_and_with_i
                 assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded")
             spread[opted_in] = [len({p.node for p in s.recorder.pods(r["metadata"]["uid"])})
                                 for r in runs]
-    print(f"nodes per run: without coscheduling {spread[False]}, with {spread[True]}")
-    assert spread[True] == [1, 1, 1]
-    assert max(spread[False]) == 2
+        print(f"nodes per run: without coscheduling {spread[False]}, with {spread[True]}")
+        assert spread[True] == [1, 1, 1]
+        assert max(spread[False]) == 2
+        beside_tekton_s_assistant(real, {o: s for o, (s, _) in made.items()}, template)
+
+
+def beside_tekton_s_assistant(real: Real, runs: dict[bool, Runs], volume: dict[str, Any]) -> None:
+    """One run in each namespace (opted in: True) with Tekton's assistant on, its default mode."""
+    tekton_cluster.configure(real.cluster, {"coschedule": "workspaces"})
+    try:
+        started: dict[bool, dict[str, Any]] = {}
+        for opted_in, s in runs.items():
+            host_volume(real, f"hv-{uuid.uuid4().hex[:6]}")
+            started[opted_in] = s.start(write_and_read(tr.unique("beside"), volume))
+        ours, theirs = runs[True], runs[False]
+        anchor = ours.anchor(started[True], timeout=120)
+        for opted_in, run in started.items():
+            assert tr.outcome(runs[opted_in].done(run, timeout=300)) == ("True", "Succeeded")
+    finally:
+        tekton_cluster.configure(real.cluster, None)
+    pods = assert_co_located(ours, started[True], anchor, real_.TASKS)
+    assert not [p.name for p in pods if pinned_to_assistant(p.spec)]
+    uid = started[False]["metadata"]["uid"]
+    pods = theirs.recorder.pods(uid)
+    assert sorted(p.task for p in pods) == sorted(real_.TASKS)
+    assert len({p.node for p in pods}) == 1, [(p.name, p.node) for p in pods]
+    assert all(pinned_to_assistant(p.spec) and not our_terms(p) for p in pods), pods
+    assert theirs.recorder.balloons(uid) == [] and theirs.balloons() == []
+    for s, run in ((ours, started[True]), (theirs, started[False])):  # as each recorder saw them
+        held = [(p.gates, p.node) for p in s.recorder.all()
+                if p.labels.get("app.kubernetes.io/component") == "affinity-assistant"
+                and p.labels.get("tekton.dev/pipelineRun") == run["metadata"]["name"]]
+        assert held, f"Tekton made no placeholder for {run['metadata']['name']}"
+        if s is ours:  # held by admission, let go beside the balloon by the leader
+            assert set(held) == {((PLACEHOLDER_GATE,), anchor)}, held
+        else:
+            assert all(gates == () for gates, _ in held), held
 
 
 def test_policy_and_webhook_mode_both_pin_real_pods(real: Real) -> None:

@@ -189,44 +189,64 @@ def test_label_removed_mid_run_keeps_the_balloon_until_the_run_ends(enabled: Sce
     s.wait_no_balloon(run, timeout=30)  # finished off by the resync (5 s here)
 
 
-def test_tekton_assistant_on_is_said_and_an_opted_in_namespace_s_runs_are_still_ours(
+ENABLED = "tekton_coscheduler_tekton_affinity_assistant_enabled"
+MODE = "tekton_coscheduler_tekton_affinity_assistant_mode"
+
+
+def check(coscheduler: Coscheduler) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).with_name("tekton-coscheduler")
+    # The operator runs here with the kubeconfig's own credentials, not as a ServiceAccount:
+    # --as-caller reviews those.
+    return subprocess.run([str(exe), "check", "--as-caller"], env=coscheduler.env(),
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_tekton_assistant_on_is_no_warning_and_an_opted_in_namespace_s_runs_are_still_ours(
     cluster: ClusterHandle, enabled: Scenario, coscheduler: Coscheduler
 ) -> None:
     """Issue 48 (beside Tekton's assistant): with the assistant on, admission still serves an
-    opted-in namespace (policy mode: the bindings stay) and its runs get their balloon; the
-    Warning on Tekton's feature-flags says what happens, and no longer that no balloon is made."""
+    opted-in namespace (policy mode: the bindings stay) and its runs get their balloon. The
+    mode is a metric, `check` is ready and says what it means, and no Warning is posted."""
     s = enabled
     tekton_cluster.configure(cluster, {"coschedule": "workspaces"})
     try:
-        cluster.wait_for(lambda: coscheduler.metric("tekton_coscheduler_tekton_affinity_assistant_enabled") == 1,
-                         timeout=20, what="assistant metric")
+        cluster.wait_for(lambda: coscheduler.metric(MODE, mode="workspaces") == 1,
+                         timeout=20, what="the assistant's mode metric")
+        assert coscheduler.metric(ENABLED) == 1
+        assert coscheduler.metric(MODE, mode="disabled") == 0
         run = s.run(workspaces=[{"name": "w", "emptyDir": {}}])
         assert s.pinned_now(run)
         if coscheduler.env()["COSCHEDULER_ADMISSION_MODE"] == "policy":
             assert coscheduler.metric("tekton_coscheduler_admission_policy_bindings") > 0
         s.wait_balloon(run, timeout=20)
-        events = cluster.wait_for(lambda: [
-            e for e in s.core.list_namespaced_event(tekton_cluster.NAMESPACE).items
-            if e.reason == "TektonAffinityAssistantOn"], timeout=20, what="Event on feature-flags")
-        message = present(events[0].message)
-        assert "coschedule" in message and "No balloons" not in message
-        assert "tekton-coscheduler anchors the runs" in message
+        out = check(coscheduler)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "[  ok] tekton affinity assistant: on, mode workspaces: " in out.stdout
+        assert ("[  ok] tekton assistant, opted-in namespaces: tekton-coscheduler anchors each "
+                "run") in out.stdout
+        assert "[  ok] tekton assistant, tekton's limit: " in out.stdout
+        assert "verdict: ready" in out.stdout
+        # By now the Warning of old had long been posted (at the switch, before the run).
+        said = [e.reason for e in s.core.list_namespaced_event(tekton_cluster.NAMESPACE).items
+                if e.reason == "TektonAffinityAssistantOn"]
+        assert said == []
     finally:
         tekton_cluster.configure(cluster, None)
-    cluster.wait_for(lambda: coscheduler.metric("tekton_coscheduler_tekton_affinity_assistant_enabled") == 0,
+    cluster.wait_for(lambda: coscheduler.metric(MODE, mode="disabled") == 1,
                      timeout=20, what="assistant off again")
+    assert coscheduler.metric(ENABLED) == 0 and coscheduler.metric(MODE, mode="workspaces") == 0
     assert s.pinned_now(run)
 
 
 @pytest.mark.matrix
 def test_check_command_gives_a_verdict(cluster: ClusterHandle, coscheduler: Coscheduler) -> None:
-    exe = Path(sys.executable).with_name("tekton-coscheduler")
-    # The operator runs here with the kubeconfig's own credentials, not as a ServiceAccount:
-    # --as-caller reviews those.
-    out = subprocess.run([str(exe), "check", "--as-caller"], env=coscheduler.env(), capture_output=True, text=True, timeout=60)
+    out = check(coscheduler)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "verdict: ready" in out.stdout
-    assert "tekton affinity assistant: off" in out.stdout
+    if tekton_cluster.AS_SHIPPED:  # the matrix's cell on Tekton's defaults: its assistant on
+        assert "[  ok] tekton affinity assistant: on, mode workspaces: " in out.stdout
+    else:
+        assert "tekton affinity assistant: off" in out.stdout
     pins = read_versions()
     assert f"[  ok] kubernetes version: Kubernetes {pins['KUBERNETES_VERSION']}: tested" in out.stdout
     assert (f"[  ok] tekton version: Tekton Pipelines {pins['TEKTON_PIPELINE_VERSION']}: tested"

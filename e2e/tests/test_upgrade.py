@@ -18,6 +18,7 @@ import pytest
 
 from controller.core.basics import names
 from controller.core.model.assistant import pinned_to_assistant
+from controller.core.placement.gate import PLACEHOLDER_GATE
 from e2e.harness import chart, release, upgrade
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import BinaryNotFound, ClusterHandle, LocalCluster, read_versions
@@ -32,7 +33,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.upgrade]
 RUNS = int(os.environ.get("E2E_UPGRADE_RUNS", "20"))
 TEKTON_BEFORE, TEKTON_AFTER = (read_versions()[key]
                                 for key in ("TEKTON_UPGRADE_FROM", "TEKTON_PIPELINE_VERSION"))
-ASSISTANT_WAVE = 3  # runs per wave in the assistant's on-and-off
 
 
 def lasting(seconds: int) -> dict[str, dict[str, str]]:
@@ -40,7 +40,6 @@ def lasting(seconds: int) -> dict[str, dict[str, str]]:
     return {t: {tr.RUN_SECONDS: str(seconds)} for t in (tr.FETCH, *tr.FAN_OUT, tr.PUBLISH)}
 
 
-SECONDS = lasting(12)  # about 40 s a run
 # In flight until the test lets it go: fetch runs until Runs.release, then each task a second.
 HELD = {tr.FETCH: {tr.HOLD: "true"}}
 
@@ -153,53 +152,117 @@ def test_tekton_upgraded_in_place_with_runs_in_flight_loses_nothing(fresh: Local
     operator.stop()
 
 
-def test_tekton_s_assistant_switched_on_and_off_with_runs_in_flight_leaves_every_run_ours(
-    cluster: ClusterHandle, runs: Runs, coscheduler: Coscheduler
+# Tekton's assistant switched disabled -> workspaces -> pipelineruns -> disabled, a wave of runs
+# started in each mode (SWITCH_RUNS in all; E2E_ASSISTANT_SWITCH_RUNS for more or fewer).
+SWITCH_RUNS = int(os.environ.get("E2E_ASSISTANT_SWITCH_RUNS", "20"))
+MODES = ("disabled", "workspaces", "pipelineruns", "disabled")
+# fetch in flight over the switch after its wave starts (with some 10 s to spare), not the next
+# one; the rest brief.
+BRIEF = {**lasting(5), tr.FETCH: {tr.RUN_SECONDS: "14"}}
+ONE_LAYER = ("lint", "unit", "docs")  # the other namespace's runs: every TaskRun made at once
+
+
+def their_run(name: str, claim: str) -> dict[str, Any]:
+    """Three tasks at once on one claim, each about 20 s: in flight over the next switch, with
+    nothing left for Tekton to make after it (why: the scenario's docstring)."""
+    return tr.pipelinerun(name, [tr.task(t) for t in ONE_LAYER], {tr.SHARED: tr.claim(claim)},
+                          task_annotations={t: {tr.RUN_SECONDS: "20"} for t in ONE_LAYER})
+
+
+@pytest.mark.timeout(600)
+def test_tekton_s_assistant_mode_switched_with_runs_in_flight_in_both_namespaces(
+    cluster: ClusterHandle, runs: Runs, unlabelled: Runs, coscheduler: Coscheduler
 ) -> None:
-    """Wave A under ours, then `coschedule: workspaces` while A is in flight and wave B starts,
-    then `disabled` again while B is in flight and wave C starts. Beside Tekton's assistant
-    (issue 48) the opted-in namespace stays ours throughout: admission puts our term in place of
-    Tekton's on the pods it pins (A's made while it was on included), B's placeholders follow
-    their balloons. Every run succeeds on one node, and no pod carries both Tekton's term and
-    ours (no single pod would match both, and it would never start)."""
-    s = runs
-    s.local_pvs_everywhere(per_node=6)
+    """Issue 48: `coschedule` goes disabled -> workspaces -> pipelineruns -> disabled, a wave of
+    runs started in each mode in the namespace that opted in (A) and in one that did not (B),
+    each wave in flight over the next switch. None fails, none is misplaced: each run's pods on
+    one node; A's on its anchor, each with our term and not Tekton's (admission takes Tekton's
+    off the pods it pins, those made after a switch included), its placeholders gated and beside
+    the balloon; B's with no term or object of ours, pinned to Tekton's placeholder when made
+    while the assistant was on; no pod anywhere with both terms (it would never start).
 
-    def wave(prefix: str, held: bool = False) -> list[dict[str, Any]]:
-        seconds = {**SECONDS, **HELD} if held else SECONDS
-        return [s.start(tr.fan_out_fan_in(tr.unique(prefix), task_annotations=seconds))
-                for _ in range(ASSISTANT_WAVE)]
+    A's runs are fan-out/fan-in, fetch made before the switch and the rest after it (asserted:
+    their TaskRuns name the two modes' assistants). B's make every TaskRun at once: Tekton
+    makes a run's placeholders only before its first TaskRun and names them, and templated
+    claims, by the mode at each TaskRun's creation (pkg/reconciler/pipelinerun/pipelinerun.go,
+    IsBeforeFirstTaskRun; affinity_assistant.go), so a TaskRun that Tekton makes after a switch
+    waits for good for a placeholder or claim never made: Tekton's own behaviour, ours or not.
+    Named claims for the same reason: a volumeClaimTemplate's claim is named otherwise per run."""
+    ours, theirs = runs, unlabelled
+    ours.local_pvs_everywhere(per_node=SWITCH_RUNS // 4 + 1)  # cluster-wide: B's claims too
+    per_wave = SWITCH_RUNS // len(MODES)
+    waves: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]]]] = []
+    anchors: dict[str, str] = {}
 
-    def builds_made(runs: list[dict[str, Any]]) -> bool:
-        return all(s.pod_of(run["metadata"]["uid"], build)
-                   for run in runs for build in tr.FAN_OUT)
+    def start(s: Runs, body: Any, claim: str) -> dict[str, Any]:
+        s.pvc(claim)
+        return s.start(body)
 
-    def assistant(on: bool) -> None:
-        tekton_cluster.configure(cluster, {"coschedule": "workspaces"} if on else None)
+    def made_all(s: Runs, run: dict[str, Any], count: int) -> None:
+        cluster.wait_for(lambda: len(tr.task_runs(s.custom, s.ns, run["metadata"]["uid"]))
+                         >= count, timeout=60, what=f"TaskRuns of {run['metadata']['name']}")
+
+    def switch(mode: str) -> None:
+        tekton_cluster.configure(cluster, {"coschedule": mode})
         cluster.wait_for(
-            lambda: coscheduler.metric("tekton_coscheduler_tekton_affinity_assistant_enabled")
-            == (1 if on else 0), timeout=30, what=f"the operator sees the assistant {on}")
-        assert s.pinned_now(a[0])  # admission serves the namespace either way
+            lambda: coscheduler.metric("tekton_coscheduler_tekton_affinity_assistant_mode",
+                                       mode=mode) == 1,
+            timeout=30, what=f"the operator sees coschedule: {mode}")
 
-    a = wave("ours-a", held=True)
-    for run in a:
-        s.anchor(run)
     try:
-        assistant(True)
-        b = wave("assistant-b", held=True)
-        # A's fetch and B's end: the builds of both are made while the assistant is on.
-        s.release(a + b)
-        cluster.wait_for(lambda: builds_made(a + b), timeout=60,
-                         what="the builds of A and B made while the assistant is on")
+        for i, mode in enumerate(MODES):
+            if i:
+                switch(mode)
+                _, a, b = waves[-1]
+                assert not ended(ours, a) and not ended(theirs, b), "a wave ended before it"
+                # Admission serves A and leaves B alone whatever the mode.
+                assert ours.pinned_now(a[0]) and not theirs.pinned_now(b[0])
+                for run in a:  # the last wave's builds, made in this mode, before the next
+                    made_all(ours, run, 1 + len(tr.FAN_OUT))
+            a = [start(ours, tr.fan_out_fan_in(name, tr.claim(f"c-{name}"),
+                                               task_annotations=BRIEF), f"c-{name}")
+                 for name in (tr.unique(f"a{i}") for _ in range(per_wave - per_wave // 2))]
+            b = [start(theirs, their_run(name, f"c-{name}"), f"c-{name}")
+                 for name in (tr.unique(f"b{i}") for _ in range(per_wave // 2))]
+            for run in a:
+                anchors[run["metadata"]["uid"]] = ours.anchor(run)
+                made_all(ours, run, 1)
+            for run in b:
+                made_all(theirs, run, len(ONE_LAYER))
+            waves.append((mode, a, b))
     finally:
-        assistant(False)
-    c = wave("ours-c")
-    for run in a + b + c:
-        assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded"), run["metadata"]
-        pods = s.recorder.pods(run["metadata"]["uid"])
-        assert len({p.node for p in pods}) == 1, f"{run['metadata']['name']}: pods on {pods}"
-        assert all(our_terms(p) for p in pods), [p.name for p in pods if not our_terms(p)]
-    both = [p.name for p in s.recorder.all() if our_terms(p) and pinned_to_assistant(p.spec)]
+        tekton_cluster.configure(cluster, None)  # the suite's default, whatever happened
+
+    both = [p.name for s in (ours, theirs) for p in s.recorder.all()
+            if our_terms(p) and pinned_to_assistant(p.spec)]
+    for i, (mode, a, b) in enumerate(waves):
+        for run in a + b:
+            s = ours if run in a else theirs
+            name, uid = run["metadata"]["name"], run["metadata"]["uid"]
+            assert tr.outcome(s.done(run, timeout=300)) == ("True", "Succeeded"), name
+            pods = s.recorder.pods(uid)
+            assert len({p.node for p in pods}) == 1, f"{name}: {[(p.name, p.node) for p in pods]}"
+            if s is theirs:
+                assert not any(our_terms(p) for p in pods), name
+                assert {pinned_to_assistant(p.spec) for p in pods} == {mode != "disabled"}, name
+                continue
+            assert {p.node for p in pods} == {anchors[uid]}, name
+            assert all(len(our_terms(p)) == 1 and not pinned_to_assistant(p.spec)
+                       for p in pods), [p.name for p in pods]
+            if i + 1 < len(waves):  # fetch made in this wave's mode, the builds in the next's
+                named = {t["metadata"]["labels"][tr.LABEL_TASK]: (t["metadata"].get(
+                    "annotations") or {}).get(tekton_cluster.ASSISTANT_ANNOTATION)
+                    for t in tr.task_runs(s.custom, s.ns, uid)}
+                then, after = (tekton_cluster.assistant_name(m, name, tr.SHARED)
+                               for m in (mode, waves[i + 1][0]))
+                assert named == {tr.FETCH: then, **dict.fromkeys(tr.FAN_OUT, after),
+                                 tr.PUBLISH: named[tr.PUBLISH]}, f"{name} straddled no switch"
+            held = [p for p in s.recorder.all() if p.labels.get("tekton.dev/pipelineRun") == name
+                    and p.labels.get("app.kubernetes.io/component") == "affinity-assistant"]
+            assert bool(held) == (mode != "disabled"), f"{name}: placeholders {held}"
+            assert all(p.node == anchors[uid] and p.gates == (PLACEHOLDER_GATE,) for p in held), held
     assert not both, both
-    for run in a + b + c:
-        s.wait_no_balloon(run, timeout=60)
+    assert theirs.balloons() == []
+    for _, a, _ in waves:
+        for run in a:
+            ours.wait_no_balloon(run, timeout=60)

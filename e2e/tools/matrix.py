@@ -11,7 +11,10 @@ of that Kubernetes with that Tekton (e2e/build.sh builds them first; E2E_<KEY> p
   MATRIX_TEKTON_PIPELINE (e2e/versions.env); reduced: every Kubernetes with the newest Tekton
   and every Tekton with the suite's Kubernetes;
 - plus, on each Kubernetes that serves MutatingAdmissionPolicy only as v1beta1, one cell where
-  its administrator turned v1beta1 on and the chart runs in policy mode (with the newest Tekton).
+  its administrator turned v1beta1 on and the chart runs in policy mode (with the newest Tekton);
+- plus one cell with Tekton's feature flags as Tekton ships them (the suite's Kubernetes, the
+  newest Tekton, E2E_TEKTON_DEFAULTS=1): its affinity assistant on (`coschedule: workspaces`)
+  in every scenario, where the other cells turn it off and switch it on where a scenario asks.
 
 Admission modes per cell: the chart's `auto` takes policy mode where v1 is served (1.36+) and
 the webhook elsewhere. The parity cases hold the decision table against every mode the cell
@@ -50,6 +53,7 @@ class Cell:
     kubernetes: str
     tekton: str
     beta_policy: bool = False  # v1beta1 MutatingAdmissionPolicy on, chart in policy mode
+    tekton_defaults: bool = False  # Tekton's feature flags untouched: its assistant on
     passed: int = 0
     failed: int = 0
     skipped: int = 0
@@ -59,7 +63,8 @@ class Cell:
 
     @property
     def name(self) -> str:
-        return f"{self.kubernetes}-{self.tekton}" + ("-v1beta1" if self.beta_policy else "")
+        return (f"{self.kubernetes}-{self.tekton}" + ("-v1beta1" if self.beta_policy else "")
+                + ("-tekton-defaults" if self.tekton_defaults else ""))
 
     @property
     def green(self) -> bool:
@@ -70,6 +75,8 @@ class Cell:
                "E2E_TEKTON_PIPELINE_VERSION": self.tekton}
         if self.beta_policy:
             env |= {"E2E_APISERVER_FLAGS": BETA_FLAGS, "E2E_ADMISSION_MODE": "policy"}
+        if self.tekton_defaults:
+            env["E2E_TEKTON_DEFAULTS"] = "1"
         return env
 
 
@@ -87,6 +94,7 @@ def plan(kind: str) -> list[Cell]:
         cells = [Cell(k, newest) for k in kubes]
         cells += [Cell(default_kube, t) for t in tektons if t != newest]
     cells += [Cell(k, tektons[-1], beta_policy=True) for k in kubes if minor(k) < 36]
+    cells.append(Cell(pins["KUBERNETES_VERSION"], tektons[-1], tekton_defaults=True))
     return cells
 
 
@@ -134,7 +142,9 @@ def markdown(cells: list[Cell], wall: float) -> str:
             "| minutes |", "| --- | --- | --- | --- | --- | --- |"]
     for c in cells:
         kube = c.kubernetes + (" (MutatingAdmissionPolicy v1beta1 on)" if c.beta_policy else "")
-        rows.append(f"| {kube} | {c.tekton} | {c.modes} | {'pass' if c.green else 'FAIL'} | "
+        tekton = c.tekton + (" (feature flags as shipped: assistant on)"
+                             if c.tekton_defaults else "")
+        rows.append(f"| {kube} | {tekton} | {c.modes} | {'pass' if c.green else 'FAIL'} | "
                     f"{c.passed} / {c.failed} / {c.skipped} | {c.seconds / 60:.1f} |")
     green = sum(c.green for c in cells)
     rows.append(f"\n{datetime.date.today().isoformat()}: {green}/{len(cells)} cells green, "
@@ -146,7 +156,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m e2e.tools.matrix", description=__doc__)
     parser.add_argument("--plan", choices=["full", "reduced"], default="full")
     parser.add_argument("--only", nargs="*", default=[],
-                        help="cells to run, by name (v1.35.4-v1.15.0, ...-v1beta1)")
+                        help="cells to run, by name (v1.35.4-v1.15.0, ...-v1beta1, "
+                             "...-tekton-defaults)")
     parser.add_argument("--out", type=Path, default=Path("build"))
     args = parser.parse_args()
     cells = [c for c in plan(args.plan) if not args.only or c.name in args.only]
@@ -163,10 +174,13 @@ def main() -> int:
     print(f"\n{'Kubernetes':11} {'Tekton':8} {'admission modes':26} {'result':7} "
           f"{'passed/failed/skipped':>22} {'minutes':>8}")
     for c in cells:
-        print(f"{c.kubernetes:11} {c.tekton:8} {c.modes:26} {'pass' if c.green else 'FAIL':7} "
+        tekton = c.tekton + ("*" if c.tekton_defaults else "")
+        print(f"{c.kubernetes:11} {tekton:8} {c.modes:26} {'pass' if c.green else 'FAIL':7} "
               f"{f'{c.passed}/{c.failed}/{c.skipped}':>22} {c.seconds / 60:8.1f}")
         for failure in c.failures:
             print(f"    failed: {failure}")
+    if any(c.tekton_defaults for c in cells):
+        print("* Tekton's feature flags as shipped: its affinity assistant on")
     (args.out / "e2e-matrix.md").write_text(markdown(cells, wall))
     (args.out / "e2e-matrix.json").write_text(json.dumps({
         "date": datetime.date.today().isoformat(), "plan": args.plan,

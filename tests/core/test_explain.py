@@ -142,3 +142,27 @@ def test_the_advice_names_the_label_the_operator_is_configured_with() -> None:
     assert "what to do: label it ci.example.com/coschedule=yes" in text
     assert "kubectl label namespace team-a ci.example.com/coschedule=yes" in text
     assert "tekton-coscheduler.dev/enabled" not in text
+
+
+def test_a_task_tekton_refuses_in_workspaces_mode_is_a_problem_with_tekton_s_words() -> None:
+    """Tekton's default mode (no feature-flags, or coschedule: workspaces) refuses a TaskRun that
+    binds two claims (core/model/claimlimit.py): explain says it once, whatever our Event
+    says; in the other modes, nothing."""
+    body = factories.pipelinerun(workspaces=[
+        {"name": "src", "persistentVolumeClaim": {"claimName": "source"}},
+        {"name": "out", "persistentVolumeClaim": {"claimName": "results"}}])
+    body["spec"]["pipelineSpec"] = {"tasks": [{"name": "build", "workspaces": [
+        {"name": "src"}, {"name": "out"}]}]}
+    event = {"type": "Warning", "reason": "TektonRefusesTaskClaims", "message": "the same"}
+    for flags, said in ((None, True), ({"coschedule": "workspaces"}, True),
+                        ({"coschedule": "pipelineruns"}, False), ({"coschedule": "disabled"}, False)):
+        doc = explain.document(explain.Observed(run=body, namespace_enabled=True, balloon=None,
+                                                events=[event] if said else [], tekton_flags=flags))
+        problems = [p for p in doc["problems"] if "more than one PersistentVolumeClaim" in
+                    str(p["problem"]) or p["problem"].startswith("TektonRefusesTaskClaims")]
+        assert len(problems) == (1 if said else 0), flags
+        if said:
+            assert "task build binds results, source" in problems[0]["problem"]
+            assert "bind one claim per task" in str(problems[0]["whatToDo"])
+            assert "more than one PersistentVolumeClaim is bound" in "\n".join(
+                explain.render(doc))

@@ -18,6 +18,7 @@ from controller.core import explain
 from controller.core.basics import names
 from controller.faces import terminal
 from controller.kube import access, connection
+from controller.settings import Settings
 from tests import factories
 from tests.faces.fakeapi import DROP, FakeApi
 
@@ -510,3 +511,66 @@ def test_check_asks_for_the_access_of_the_operator_that_keeps_its_own_certificat
     assert code == 1
     assert ("[FAIL] rbac patch admissionregistration.k8s.io/mutatingwebhookconfigurations: "
             "denied to ServiceAccount tekton-coscheduler/tekton-coscheduler") in out
+
+
+# -- check beside Tekton's affinity assistant -------------------------------------------------
+
+
+def assistant_checks(capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
+    code, out = granted(capsys, "-o", "json")
+    doc = json.loads(out)
+    return code, {c["name"]: c for c in doc["checks"] if "assistant" in c["name"]}
+
+
+@pytest.mark.parametrize(("flags", "state"), [
+    ({"coschedule": "disabled"}, "off (coschedule: disabled)"),
+    ({}, "on, mode workspaces (coschedule unset: Tekton's default)"),
+    ({"coschedule": "workspaces"}, "on, mode workspaces: a placeholder per claim"),
+    ({"coschedule": "pipelineruns"}, "on, mode pipelineruns (alpha)"),
+    ({"coschedule": "isolate-pipelinerun"}, "on, mode isolate-pipelinerun (alpha)"),
+])
+def test_check_is_ready_beside_tekton_s_assistant_in_any_mode_and_says_what_it_means(
+    api: FakeApi, here: Path, capsys: pytest.CaptureFixture[str],
+    flags: dict[str, str], state: str,
+) -> None:
+    api.put(FLAGS, {"data": flags})
+    code, checks = assistant_checks(capsys)
+    assert code == 0
+    assert all(c["level"] == "ok" for c in checks.values()), checks
+    assert checks["tekton affinity assistant"]["detail"].startswith(state)
+    assert checks["tekton assistant, opted-in namespaces"]["detail"].startswith(
+        "tekton-coscheduler anchors each run: a balloon")
+    assert "untouched by tekton-coscheduler" in checks[
+        "tekton assistant, other namespaces"]["detail"]
+    limit = checks.get("tekton assistant, tekton's limit")
+    assert (limit is not None) is (flags.get("coschedule", "workspaces") == "workspaces")
+    _, out = granted(capsys)
+    assert f"[  ok] tekton affinity assistant: {state}" in out
+    assert out.rstrip().endswith("verdict: ready")
+
+
+def test_check_names_an_old_flag_tekton_reads_no_more_and_a_mode_it_does_not_know(
+    api: FakeApi, here: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api.put(FLAGS, {"data": {"coschedule": "disabled", "disable-affinity-assistant": "true"}})
+    code, checks = assistant_checks(capsys)
+    assert code == 0
+    old = checks["tekton assistant, old flag"]
+    assert old["level"] == "ok" and "do not read it" in old["detail"]
+    api.put(FLAGS, {"data": {"coschedule": "sometimes"}})
+    code, checks = assistant_checks(capsys)
+    assert code == 0  # Tekton's problem, said; the operator serves either way
+    assert list(checks) == ["tekton affinity assistant"]
+    assert checks["tekton affinity assistant"]["level"] == "warn"
+    assert "not a mode Tekton knows" in checks["tekton affinity assistant"]["detail"]
+
+
+def test_the_retired_ignore_variable_changes_nothing_and_is_refused_by_no_one(
+    api: FakeApi, here: Path, clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api.put(FLAGS, {"data": {"coschedule": "workspaces"}})
+    _, before = assistant_checks(capsys)
+    clean_env.setenv("COSCHEDULER_IGNORE_TEKTON_ASSISTANT", "true")
+    code, after = assistant_checks(capsys)
+    assert code == 0 and after == before
+    assert "ignore_tekton_assistant" not in Settings.model_fields

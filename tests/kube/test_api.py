@@ -70,6 +70,17 @@ def kube_at(server: Server) -> Kube:
     return Kube(connection.api_client(cfg), timeout=5)
 
 
+def test_the_placeholders_not_scheduled_are_asked_for_by_label_and_field(server: Server) -> None:
+    """Every namespace's, by the API server's selectors: what it sends back is few."""
+    assert kube_at(server).list_unscheduled_placeholders() == [{"n": 1}]
+    [listed] = server.seen
+    where, _, query = listed["path"].partition("?")
+    assert (listed["method"], where) == ("GET", "/api/v1/pods")
+    assert parse_qs(query, keep_blank_values=True) == {
+        "labelSelector": ["app.kubernetes.io/component=affinity-assistant"],
+        "fieldSelector": ["spec.nodeName="]}
+
+
 def test_a_request_goes_by_its_path_with_its_query_token_and_body(server: Server) -> None:
     kube = kube_at(server)
     assert kube.list_balloon_pods("team a", "uid-1") == [{"n": 1}]

@@ -41,7 +41,9 @@ from controller.core.model import tekton
 from controller.core.placement import balloon
 from controller.kube.admission_policies import AdmissionPolicies
 from controller.kube.client import Kube, delete_options
+from controller.operator.capacity import Capacity
 from controller.operator.executor import Notifier
+from controller.operator.marking import Gates, Marks
 from controller.operator.observe import Observer
 from tests import apisurface, factories
 
@@ -325,9 +327,11 @@ def install(recorder: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
         return value
 
     monkeypatch.setattr(Notifier, "__getattribute__", notifier_getattribute)
-    # A run's observation, its fresh read included, reads and never writes.
-    for name in ("observe", "fresh"):
-        monkeypatch.setattr(Observer, name, recorder.observing(getattr(Observer, name)))
+    # A run's snapshot (its observation, its fresh read, what its reservation step, its mark
+    # and its held pods read) reads and never writes.
+    for cls, name in ((Observer, "observe"), (Observer, "fresh"), (Capacity, "view"),
+                      (Marks, "marking"), (Gates, "held")):
+        monkeypatch.setattr(cls, name, recorder.observing(getattr(cls, name)))
     made_run, made_pod = factories.pipelinerun, factories.taskrun_pod
 
     def pipelinerun(*args: Any, **kwargs: Any) -> dict[str, Any]:

@@ -7,8 +7,8 @@ from typing import Any
 
 from controller.core.admission import affinity
 from controller.core.basics import names
-from controller.core.capacity import reservation, settle
-from controller.core.model.tekton import RunRef
+from controller.core.capacity import reservation, roomplan, settle
+from controller.core.model.tekton import PipelineRun, RunRef
 from controller.core.placement import balloon
 from controller.kube.client import ApiError
 from tests import factories
@@ -94,12 +94,12 @@ def test_a_decision_read_before_the_scout_was_made_makes_no_second_scout() -> No
     the run is no longer waited on, and the stale sources must not count it as missing."""
     operator, kube, body = started()
     [scout] = kube.pods.values()
-    planned: list[Any] = []
-    tend = operator.capacity.tend
-    operator.capacity.tend = lambda *args, **kw: planned.append((args, kw))
+    read: list[Any] = []
+    view = operator.capacity.view
+    operator.capacity.view = lambda *args, **kw: read.append((args, kw))
     operator.reconcile_run(body)  # as another worker would: its plan and sources
-    operator.capacity.tend = tend
-    [(args, kw)] = planned
+    operator.capacity.view = view
+    [(args, kw)] = read
     stale = kw.get("src") or args[-1]
     assert not stale.rooms, "read before the watch showed the scout"
     made = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -107,7 +107,9 @@ def test_a_decision_read_before_the_scout_was_made_makes_no_second_scout() -> No
                                    "creationTimestamp": made}}
     operator.capacity.on_room_pod(shown, deleted=False)  # the watch shows it, pending
     kube.pods.clear()
-    tend(*args, **kw)
+    room = view(*args, **kw)
+    assert room is not None
+    operator.applier.apply(PipelineRun.from_body(body), roomplan.plan(room).actions)
     assert kube.pods == {}
 
 

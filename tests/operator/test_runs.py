@@ -118,6 +118,12 @@ class MemoryKube:
         self.deleted.append(name)
         self.pods.pop(name, None)
 
+    def list_unscheduled_placeholders(self) -> list[dict[str, Any]]:
+        return [copy.deepcopy(p) for p in self.pods.values()
+                if (p.get("metadata") or {}).get("labels", {}).get(
+                    "app.kubernetes.io/component") == "affinity-assistant"
+                and not (p.get("spec") or {}).get("nodeName")]
+
     def list_balloon_pods(self, namespace: str, run_uid: str) -> list[dict[str, Any]]:
         return [{"spec": {"nodeName": "node-1"}}]
 

@@ -125,7 +125,6 @@ variable), then extraEnv. The Deployment's container and `helm test`'s check pod
     "TOPOLOGY_KEY" $c.topologyKey
     "ISOLATION" $c.isolation
     "TEKTON_NAMESPACE" $c.tektonNamespace
-    "IGNORE_TEKTON_ASSISTANT" $c.ignoreTektonAssistant
     "RESYNC_INTERVAL" $c.resyncInterval
     "RESYNC_SETTLED_ROUNDS" $c.resyncSettledRounds
     "BALLOON_STUCK_AFTER" $c.balloonStuckAfter

@@ -42,18 +42,22 @@ class MakeBalloon:
 
 @dataclass(frozen=True)
 class ReplanBalloon:
-    """The balloon's pod template replaced (its anchor not chosen yet)."""
+    """The balloon's pod template replaced (its anchor not chosen yet); `why`: for the log."""
 
     manifest: Mapping[str, Any]
+    why: str = ""
 
 
 @dataclass(frozen=True)
 class DeleteBalloon:
-    """Done: whether this call deleted it (False: it was gone)."""
+    """Done: whether this call deleted it (False: it was gone); `run_uid`, `why`: whose it is
+    and why it goes (what is forgotten of it, and the count's reason)."""
 
     namespace: str
     name: str
     uid: str | None
+    run_uid: str = ""
+    why: str = ""
 
 
 @dataclass(frozen=True)
@@ -72,23 +76,27 @@ class MakePod:
 
 @dataclass(frozen=True)
 class DeletePod:
-    """A reservation pod, or a balloon pod moved off its node (`grace` None: the pod's own)."""
+    """A reservation pod, or a balloon pod moved off its node (`grace` None: the pod's own);
+    `why`: for the log."""
 
     namespace: str
     name: str
     uid: str
     grace: int | None
+    why: str = ""
 
 
 @dataclass(frozen=True)
 class ReleaseGate:
-    """A scheduling gate of ours taken off a pod (a placeholder of Tekton's assistant given its
-    run's anchor's node in the same patch); done: whether this call took it off."""
+    """A scheduling gate of ours taken off a pod of run `run_uid` (a placeholder of Tekton's
+    assistant given its run's anchor's node in the same patch); done: whether this call took
+    it off."""
 
     namespace: str
     name: str
     uid: str
     patch: Mapping[str, Any]
+    run_uid: str = ""
 
 
 @dataclass(frozen=True)
@@ -138,6 +146,19 @@ class DeleteBinding:
     name: str
 
 
+@dataclass(frozen=True)
+class Remember:
+    """What the leader remembers of the run changes, at this point of a plan: these fields of
+    its memory (core/placement/memory.RunMemory) set. No write to the cluster: the plan's
+    applier does it, not the executor."""
+
+    run_uid: str
+    changes: Mapping[str, Any]
+
+
 Action = (Say | Unsay | MakeBalloon | ReplanBalloon | DeleteBalloon | AnnotateBalloon | MakePod
           | DeletePod | ReleaseGate | Mark | MakeBudget | DeleteBudget | WritePolicyStatus
           | MakeBinding | ReplaceBinding | DeleteBinding)
+
+# What a plan holds: the executor's actions, and the changes of memory between them.
+Planned = Action | Remember

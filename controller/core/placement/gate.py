@@ -17,10 +17,12 @@ held), and a pod that carries it is never otherwise different from one that does
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from controller.core.basics import names
+from controller.core.basics.actions import ReleaseGate
+from controller.core.placement.memory import Gated, Placeholder
 
 GATE: Final = f"{names.DOMAIN}/anchor"
 # Holds the placeholder of Tekton's assistant in an opted-in namespace until the leader has
@@ -64,3 +66,12 @@ def release_placeholder(hostname: str, pinned: bool) -> dict[str, Any]:
     run that gets no balloon (""), or whose pod template pins it to a host already (`pinned`:
     the balloon, made from that template, went there too)."""
     return release(PLACEHOLDER_GATE, "" if pinned else hostname)
+
+
+def releases(run_uid: str, gated: Iterable[Gated], placeholders: Iterable[Placeholder],
+             host: str) -> list[ReleaseGate]:
+    """Every held pod of the run let go: its gated pods, then its placeholders (beside its
+    anchor, `host`: the anchor's node's hostname, "" while it has none)."""
+    return [*(ReleaseGate(g.namespace, g.name, g.uid, release(), run_uid) for g in gated),
+            *(ReleaseGate(p.namespace, p.name, p.uid, release_placeholder(host, p.pinned),
+                          run_uid) for p in placeholders)]

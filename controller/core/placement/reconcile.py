@@ -13,7 +13,8 @@ from typing import Any
 
 from controller.core.basics.notices import Notice
 from controller.core.capacity import reservation
-from controller.core.model import tekton
+from controller.core.model import claimlimit, tekton
+from controller.core.model.assistant import Mode
 from controller.core.placement import balloon, warm
 from controller.core.policy.policy import EffectivePolicy, Isolation
 
@@ -55,6 +56,9 @@ class Observed:
     notices: tuple[Notice, ...] = ()
     # Tekton's assistant is on per run: its placeholder's StatefulSet makes the templated claims.
     claims_per_run: bool = False
+    # Tekton's assistant's mode now (None: off or unknown): what Tekton refuses of the run's
+    # tasks in it is said (core/model/claimlimit.py).
+    assistant_mode: Mode | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,8 @@ def decide(obs: Observed) -> Decision:
         warmth=obs.warmth,
     )
     notices = []
+    if refusal := claimlimit.notice(claimlimit.refused(run, obs.assistant_mode)):
+        notices.append(refusal)  # said once per run (operator/executor.py: Say)
     if planned.conflicts:
         notices.append(
             Notice(

@@ -85,6 +85,12 @@ _RESOURCE = {"cpu": "cpu", "memory": "memory", "ephemeral-storage": "ephemeral-s
              "pods": "pods"}
 
 
+def left(w: Waiting, now: datetime, grace: float) -> float:
+    """Seconds before the pod has waited out its grace (0 or less: it has); the operator looks
+    at its run again then, and `notice` says nothing before."""
+    return grace - (now - w.since).total_seconds()
+
+
 def notice(
     w: Waiting, now: datetime, grace: float, tekton_makes: Collection[str] = (),
     run_holds: Collection[str] = (),
@@ -97,9 +103,9 @@ def notice(
     `run_holds`: the resources the run's own running pods hold on its anchor. A pod waiting for
     one of them takes its turn after its siblings (a layer wider than the node), which ends by
     itself: nothing is said while they run."""
-    waited = (now - w.since).total_seconds()
-    if waited < grace:
+    if left(w, now, grace) > 0:
         return None
+    waited = (now - w.since).total_seconds()
     if w.balloon and missing_claim(w.message) in tekton_makes:
         return None
     if not w.balloon and _RESOURCE.get(w.reason) in run_holds:

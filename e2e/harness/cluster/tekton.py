@@ -3,10 +3,12 @@ the controller run out of cluster (kwok never pulls images, so only names are ne
 
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from kubernetes import client
@@ -19,8 +21,14 @@ from .versions import find_binary, read_versions
 
 NAMESPACE = "tekton-pipelines"
 FEATURE_FLAGS = "feature-flags"
-# Tekton's own affinity assistant would fight ours; tests opt in explicitly.
-DEFAULT_FEATURE_FLAGS = {"coschedule": "disabled"}
+# What the suite writes over Tekton's feature flags: its assistant off, scenarios switching it on
+# where they need it; or nothing (E2E_TEKTON_DEFAULTS=1, one cell of `make e2e-matrix`): the flags
+# as Tekton ships them, its assistant on (`coschedule: workspaces`), as most clusters run it.
+AS_SHIPPED = os.environ.get("E2E_TEKTON_DEFAULTS") == "1"
+DEFAULT_FEATURE_FLAGS: dict[str, str] = {} if AS_SHIPPED else {"coschedule": "disabled"}
+# Passed to configure: Tekton's feature-flags ConfigMap exactly as Tekton ships it, whatever the
+# suite's default (compared by identity).
+SHIPPED: Mapping[str, str] = MappingProxyType({})
 # The coschedule values under which Tekton makes assistants, and the annotation it then puts on
 # each TaskRun of a run with a claim workspace (pkg/workspace/affinity_assistant_names.go).
 ASSISTANT_MODES = ("workspaces", "pipelineruns", "isolate-pipelinerun")
@@ -64,7 +72,7 @@ def config_maps(feature_flags: Mapping[str, str] | None) -> list[dict[str, Any]]
             data = doc.setdefault("data", {}) or {}
             doc["data"] = data
             name = doc["metadata"]["name"]
-            if name == FEATURE_FLAGS:
+            if name == FEATURE_FLAGS and feature_flags is not SHIPPED:
                 data.update(DEFAULT_FEATURE_FLAGS)
                 data.update(feature_flags or {})
             if name == "pipelines-info":  # "devel" in the source; a release writes its version
@@ -121,10 +129,8 @@ def followed(
     watch, late on a busy machine, and a run it starts meanwhile under the old value is one its
     assistant never follows: started without an assistant, its later pods pinned to one
     nobody makes. Each try is a probe PipelineRun in Tekton's namespace (no coscheduling
-    there): its first TaskRun carries Tekton's assistant annotation if and only if the
-    controller reads its assistant as on."""
-    flags = {**DEFAULT_FEATURE_FLAGS, **(feature_flags or {})}
-    want = flags["coschedule"] in ASSISTANT_MODES
+    there): its first TaskRun names the assistant the mode written names (none if off)."""
+    mode = suite_mode(feature_flags)
     with cluster.api_client() as api:
         crs = client.CustomObjectsApi(api)
 
@@ -142,12 +148,38 @@ def followed(
                     "tekton.dev", "v1", NAMESPACE, "pipelineruns", name
                 )
             annotations = first[0]["metadata"].get("annotations") or {}
-            return (ASSISTANT_ANNOTATION in annotations) == want
+            return annotations.get(ASSISTANT_ANNOTATION) == assistant_name(mode, name)
 
         cluster.wait_for(
             probe, timeout=timeout, interval=0.2,
-            what=f"Tekton's controller to read coschedule: {flags['coschedule']}",
+            what=f"Tekton's controller to read coschedule: {mode}",
         )
+
+
+def suite_mode(feature_flags: Mapping[str, str] | None) -> str:
+    """The coschedule mode Tekton reads once `configure(cluster, feature_flags)` is done: what
+    the scenario writes, else the suite's default, else Tekton's own (`workspaces`)."""
+    written = {} if feature_flags is SHIPPED else {**DEFAULT_FEATURE_FLAGS, **(feature_flags or {})}
+    return written.get("coschedule") or shipped_mode()
+
+
+def shipped_mode() -> str:
+    """`coschedule` in the feature-flags ConfigMap of the pinned Tekton's source."""
+    for cm in config_maps(SHIPPED):
+        if cm["metadata"]["name"] == FEATURE_FLAGS:
+            return str(cm["data"].get("coschedule") or "workspaces")
+    return "workspaces"
+
+
+def assistant_name(mode: str, run: str, workspace: str = "ws") -> str | None:
+    """The assistant Tekton names on a TaskRun of `run` whose claim workspace is `workspace`
+    (the probe's "ws"), in this coschedule mode; None where it makes none. Per claim in
+    `workspaces`, per run otherwise: a switch between two modes that are both on is told apart
+    too (pkg/reconciler/pipelinerun/affinity_assistant.go GetAffinityAssistantName)."""
+    if mode not in ASSISTANT_MODES:
+        return None
+    key = (workspace if mode == "workspaces" else "") + run
+    return f"affinity-assistant-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
 
 
 def _task_runs(crs: client.CustomObjectsApi, run: str) -> list[dict[str, Any]]:

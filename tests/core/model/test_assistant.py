@@ -9,8 +9,9 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from controller.core.model import assistant
+from controller.core.model import assistant, tekton
 from controller.core.model.assistant import Mode
+from tests import factories
 
 AA = "affinity-assistant-c7b485007a"
 PINNED = {"labelSelector": {"matchLabels": {"app.kubernetes.io/instance": AA,
@@ -84,3 +85,102 @@ def test_every_term_of_tekton_s_goes_however_many_there_are_and_only_those() -> 
     pod = spec("podAffinity", PINNED, REPEL, PINNED)
     assert applied(pod, assistant.unpin(pod))["affinity"]["podAffinity"][
         assistant.REQUIRED] == [REPEL]
+
+
+# -- what each mode means beside us (what `check` says) ---------------------------------------
+
+
+@pytest.mark.parametrize(("flags", "state", "placeholder", "others"), [
+    ({"coschedule": "disabled"}, "off (coschedule: disabled)", "Tekton makes no placeholder",
+     "no co-location by Tekton either"),
+    (None, "on, mode workspaces (coschedule unset: Tekton's default): a placeholder per claim",
+     "Tekton still makes its placeholders", "the pods that share a claim follow its placeholder"),
+    ({"coschedule": "workspaces"}, "on, mode workspaces: a placeholder per claim",
+     "Tekton still makes its placeholders", "the pods that share a claim follow its placeholder"),
+    ({"coschedule": "pipelineruns"}, "on, mode pipelineruns (alpha): one placeholder per run",
+     "Tekton still makes its placeholder", "every pod of a run follows its placeholder"),
+    ({"coschedule": "isolate-pipelinerun"},
+     "on, mode isolate-pipelinerun (alpha): one placeholder per run, one run per node",
+     "without its repulsion of other runs' placeholders", "one run per node"),
+])
+def test_each_mode_says_what_it_means_for_opted_in_namespaces_and_for_the_others(
+        flags: dict[str, str] | None, state: str, placeholder: str, others: str) -> None:
+    said = assistant.meaning(flags)
+    assert said.known
+    assert said.state.startswith(state), said.state
+    # Opted in: ours, whatever the mode; Tekton's placeholder (if any) follows our anchor.
+    assert said.opted_in.startswith("tekton-coscheduler anchors each run: a balloon, a "
+                                    "reservation for its peak, our affinity term"), said.opted_in
+    assert placeholder in said.opted_in
+    # Every other namespace: never ours.
+    assert "untouched by tekton-coscheduler" in said.others and others in said.others
+    assert said.old_flag == ""
+
+
+def test_only_workspaces_mode_has_tekton_s_limit_of_one_claim_per_task_run() -> None:
+    limit = assistant.meaning({}).limit
+    assert "more than one PersistentVolumeClaim is bound" in limit
+    assert "pkg/workspace/validate.go" in limit and "not tekton-coscheduler's" in limit
+    for other in ("disabled", "pipelineruns", "isolate-pipelinerun"):
+        assert assistant.meaning({"coschedule": other}).limit == ""
+
+
+def test_a_mode_tekton_does_not_know_is_said_and_nothing_is_promised() -> None:
+    said = assistant.meaning({"coschedule": "sometimes"})
+    assert not said.known and said.mode is None
+    assert said.state.startswith("coschedule='sometimes' is not a mode Tekton knows (disabled, "
+                                 "workspaces, pipelineruns, isolate-pipelinerun)")
+    assert (said.opted_in, said.others, said.limit) == ("", "", "")
+
+
+@pytest.mark.parametrize("value", ["true", "false"])
+def test_the_old_disable_flag_is_said_to_be_read_no_more_and_changes_nothing(value: str) -> None:
+    said = assistant.meaning({"disable-affinity-assistant": value})
+    assert said.mode is Mode.WORKSPACES  # Tekton v1.x reads coschedule alone
+    assert said.old_flag == (f"disable-affinity-assistant={value!r} is set, but Tekton v1.0 "
+                             "and later do not read it (tektoncd/pipeline#8603): coschedule "
+                             "alone says the mode")
+
+
+@pytest.mark.parametrize(("flags", "label"), [
+    (None, "workspaces"), ({"coschedule": "disabled"}, "disabled"),
+    ({"coschedule": "isolate-pipelinerun"}, "isolate-pipelinerun"),
+    ({"coschedule": "sometimes"}, "unknown"),
+])
+def test_the_metric_s_mode_label_is_one_of_a_fixed_few(
+        flags: dict[str, str] | None, label: str) -> None:
+    assert assistant.mode_label(assistant.mode(flags)) == label
+    assert label in assistant.MODE_LABELS
+    assert assistant.MODE_LABELS == ("disabled", "workspaces", "pipelineruns",
+                                     "isolate-pipelinerun", "unknown")
+
+
+# -- a run's claims, named as Tekton made them -------------------------------------------------
+
+
+def _vct_run() -> tekton.PipelineRun:
+    return tekton.PipelineRun.from_body(factories.pipelinerun(workspaces=[
+        {"name": "shared", "volumeClaimTemplate": {"metadata": {"name": "cache"}}},
+        {"name": "src", "persistentVolumeClaim": {"claimName": "source"}}]))
+
+
+def test_a_run_s_claims_are_named_as_tekton_made_them_whatever_the_flag_says_now() -> None:
+    """Tekton makes a run's templated claims once, before its first TaskRun, named by the mode
+    then (pkg/reconciler/pipelinerun: createOrUpdateAffinityAssistantsAndPVCs): a run started
+    under one mode keeps that naming when the flag changes mid-run."""
+    run = _vct_run()
+    shared, per_run = run.claims_tekton_makes(False), run.claims_tekton_makes(True)
+    for now in (False, True):
+        assert assistant.claims_per_run(run, shared | {"source"}, now) is False, now
+        assert assistant.claims_per_run(run, per_run | {"source"}, now) is True, now
+
+
+def test_a_run_with_no_claim_made_yet_follows_the_flag_as_it_is_now() -> None:
+    run = _vct_run()
+    for now in (False, True):
+        assert assistant.claims_per_run(run, (), now) is now
+        assert assistant.claims_per_run(run, {"source", "unrelated"}, now) is now
+        # Both namings made (the flag changed between two of Tekton's looks before the first
+        # TaskRun): Tekton binds the TaskRuns it makes now by the flag as it is now.
+        both = run.claims_tekton_makes(False) | run.claims_tekton_makes(True)
+        assert assistant.claims_per_run(run, both, now) is now

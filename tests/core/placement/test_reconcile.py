@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from controller.core.basics import names
+from controller.core.model.assistant import Mode
 from controller.core.model.tekton import PipelineRun
 from controller.core.placement import balloon, reconcile
 from controller.core.placement.reconcile import Verb
@@ -149,3 +151,27 @@ def test_while_tekton_resolves_a_remote_run_no_balloon_is_made_and_an_existing_o
     existing = current_balloon()
     assert reconcile.decide(replace(observe(existing=existing), resolving="x")).verb is Verb.KEEP
     assert reconcile.decide(base).verb is Verb.CREATE
+
+
+def test_with_tekton_s_assistant_per_workspace_a_task_binding_two_claims_is_said_on_the_run(
+) -> None:
+    """Issue 48: Tekton refuses that task's TaskRun (core/model/claimlimit.py): the decision
+    says so on every run it anchors, in `workspaces` mode only; opted out, nothing is said."""
+    body = factories.pipelinerun(workspaces=[
+        {"name": "src", "persistentVolumeClaim": {"claimName": "source"}},
+        {"name": "cache", "volumeClaimTemplate": {"metadata": {"name": "cache"}}}])
+    body["spec"]["pipelineSpec"] = {"tasks": [{"name": "build", "taskRef": {"name": "t"},
+                                               "workspaces": [{"name": "a", "workspace": "src"},
+                                                              {"name": "b", "workspace": "cache"}]}]}
+    said = {mode: reconcile.decide(replace(observe(body), assistant_mode=mode))
+            for mode in Mode}
+    [notice] = said[Mode.WORKSPACES].notices
+    assert notice.reason == "TektonRefusesTaskClaims" and notice.warning
+    assert said[Mode.WORKSPACES].verb is Verb.CREATE
+    existing = said[Mode.WORKSPACES].manifest
+    kept = reconcile.decide(replace(observe(body, existing=dict(existing or {}), node="node-1"),
+                                    assistant_mode=Mode.WORKSPACES))
+    assert kept.verb is Verb.KEEP and [n.reason for n in kept.notices] == [notice.reason]
+    assert all(not d.notices for mode, d in said.items() if mode is not Mode.WORKSPACES)
+    body["metadata"]["annotations"][names.OPT_OUT_ANNOTATION] = "false"
+    assert not reconcile.decide(replace(observe(body), assistant_mode=Mode.WORKSPACES)).notices

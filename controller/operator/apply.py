@@ -1,0 +1,293 @@
+"""A run's plan applied (core/placement/runplan.Plan, or its reservation's part alone,
+core/capacity/roomplan.RoomPlan): its actions handed to the executor one by one, in order, its
+memory changed where the plan says, and what each answer means for the rest: the balloon
+counted, a failure that trying again cannot mend said on the run, a mark given up, a refused
+reservation pod. What may mend is raised and ends the plan there: the work queue tries the run
+again (faces/serial.py), and it is planned anew. With a namespace's first balloon comes its
+PodDisruptionBudget (below).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import structlog
+
+from controller.core.basics import names, quantity
+from controller.core.basics.actions import (
+    DeleteBalloon,
+    DeleteBudget,
+    DeletePod,
+    MakeBalloon,
+    MakeBudget,
+    MakePod,
+    Mark,
+    Planned,
+    ReleaseGate,
+    Remember,
+    ReplanBalloon,
+    Say,
+)
+from controller.core.basics.notices import Notice
+from controller.core.capacity import reservation, roomplan, settle
+from controller.core.capacity.settle import Acted
+from controller.core.model import tekton
+from controller.core.placement import budget
+from controller.kube import errors
+from controller.kube.caches import Caches
+from controller.kube.client import api_message
+from controller.kube.clusterview import Facts
+from controller.metrics import Metrics
+from controller.operator.executor import Done, Executor, pipelinerun_ref
+from controller.operator.marking import gate_released
+from controller.operator.memory import Memories
+from controller.operator.placement import Placement
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class Applied:
+    """How a plan went, besides what failed and was raised."""
+
+    marked: bool = True  # False: a mark trying again cannot mend (its next event tries again)
+    replan: bool = False  # the run is to be planned again at once (a reservation refused)
+
+
+class Applier:
+    def __init__(self, executor: Executor, metrics: Metrics, budgets: Budgets,
+                 placement: Placement, memory: Memories,
+                 later: Callable[[str, float], None] = lambda _uid, _seconds: None) -> None:
+        self.executor = executor
+        self.metrics = metrics
+        self.budgets = budgets
+        self.placement = placement
+        self.memory = memory  # what a plan's Remember sets; a namespace's refused reservation
+        # Tends the run's reservation again in some seconds (Operator.later).
+        self.later = later
+
+    def apply(self, run: tekton.PipelineRun, planned: Sequence[Planned],
+              room: roomplan.RoomPlan | None = None) -> Applied:
+        """The plan's actions done in order, each answer judged before the next; then, if
+        they tended the run's reservation (`room`: its step), its waits put on the queue."""
+        applied = self._apply(run, planned)
+        if room is None:
+            return applied
+        step = room.step
+        if step is not None and step.act is not reservation.Act.NONE:
+            self.metrics.reservations.labels(action=str(step.act)).inc()
+            log.info("reservation", run=f"{run.namespace}/{run.name}", act=str(step.act),
+                     why=step.why, size=quantity.describe(step.size or {}))
+        if room.requeue_after is not None:  # time alone may change its step then
+            self.later(run.uid, room.requeue_after)
+        acted = self.memory.get(run.uid).acted  # an act the watch is to show: looked at after
+        if acted is not None and (left := acted.left(time.monotonic())) > 0:
+            self.later(run.uid, left)
+        return replace(applied, replan=applied.replan or room.replan)
+
+    def _apply(self, run: tekton.PipelineRun, planned: Sequence[Planned]) -> Applied:
+        ref = pipelinerun_ref(run.name, run.namespace, run.uid)
+        bound = log.bind(object=f"PipelineRun/{run.namespace}/{run.name}")
+        unmarked, again = False, None
+        for action in planned:
+            if again is not None and not isinstance(action, ReleaseGate):
+                raise again  # every held pod was tried first
+            if unmarked and _of_mark(action):
+                continue  # the mark is given up for this look; the rest is done
+            if isinstance(action, Remember):
+                self.memory.set(action.run_uid, **action.changes)
+                continue
+            done = self.executor.do(action)
+            if isinstance(action, ReleaseGate):
+                again = gate_released(self.metrics, self.memory, action, done) or again
+            elif isinstance(action, MakeBalloon | ReplanBalloon):
+                self._balloon(ref, action, done, bound)
+            elif isinstance(action, DeleteBalloon):
+                self._deleted(action, done)
+            elif isinstance(action, MakeBudget):
+                self.budgets.made(ref, run.namespace, done)
+            elif isinstance(action, Mark):
+                if done.api_error is not None and not errors.classify(done.api_error).retry:
+                    bound.warning("could not mark the anchored run",
+                                  error=f"{done.api_error.status} {api_message(done.api_error)}")
+                    unmarked = True
+                else:
+                    done.get()  # tried again after a backoff (faces/serial.py)
+            elif isinstance(action, DeletePod):
+                _room_deleted(action, done)
+            elif isinstance(action, MakePod) and done.api_error is not None:
+                return Applied(not unmarked, self._refused(run, ref, action, done))
+            else:
+                done.get()  # no answer at all: tried again after a backoff (faces/serial.py)
+        if again is not None:
+            raise again
+        return Applied(not unmarked)
+
+    def release(self, deletions: Sequence[DeletePod]) -> None:
+        """A run's reservation pods deleted (core/capacity/roomplan.release), run or no run."""
+        for action in deletions:
+            _room_deleted(action, self.executor.do(action))
+
+    def _balloon(self, ref: Mapping[str, Any], action: MakeBalloon | ReplanBalloon, done: Done,
+                 bound: Any) -> None:
+        made = isinstance(action, MakeBalloon)
+        if done.ok:
+            if not made:
+                bound.info("balloon template replaced", why=getattr(action, "why", ""))
+            elif done.value[1]:  # this call made it
+                self.metrics.balloons_created.inc()
+                self.metrics.balloons_active.inc()
+                bound.info("balloon created", balloon=action.manifest["metadata"]["name"])
+            return
+        exc = done.api_error
+        if exc is not None and done.failure is not None and errors.worth_saying(done.failure):
+            # What mends itself (throttled, a timeout, a restarted API server's first 403s) is
+            # no Warning: tried again. What lasts is said, and still tried again.
+            reason = "BalloonCreateFailed" if made else "BalloonUpdateFailed"
+            self.metrics.balloon_problems.labels(reason=reason).inc()
+            self.executor.do(Say(ref, Notice(
+                reason,
+                f"{'create' if made else 'update'} of the balloon failed: {exc.status} "
+                f"{api_message(exc)}; the run's pods may wait for their anchor",
+            ), ref["metadata"]["uid"]))
+        done.get()  # a failure goes to the work queue, which tries the run again
+
+    def delete(self, statefulset: Mapping[str, Any], why: str) -> None:
+        """A balloon no run's plan keeps (the resync's: its run ended or is gone)."""
+        meta = statefulset["metadata"]
+        action = DeleteBalloon(meta["namespace"], meta["name"], meta.get("uid"),
+                               str((meta.get("labels") or {}).get(names.LABEL_RUN_UID, "")), why)
+        self._deleted(action, self.executor.do(action))
+
+    def _deleted(self, action: DeleteBalloon, done: Done) -> None:
+        done.get()
+        if done.value:
+            self.metrics.balloons_deleted.labels(reason=action.why).inc()
+            self.metrics.balloons_active.dec()
+            log.info("balloon deleted", balloon=action.name, namespace=action.namespace,
+                     why=action.why)
+        self.placement.forget(action.run_uid)
+
+    def _refused(self, run: tekton.PipelineRun, ref: Mapping[str, Any], action: MakePod,
+                 done: Done) -> bool:
+        """A reservation pod the API server refused. What may mend is tried again after a
+        backoff, not waited on; what lasts (no PriorityClass, admission) is said, and the
+        namespace's runs do without one for a while (Capacity). True: the balloon is planned
+        again at once, without it (not for a keeper: the balloon is bound already)."""
+        exc = done.api_error
+        assert exc is not None
+        if done.failure is None or not errors.worth_saying(done.failure):
+            self.memory.reset(run.uid, "acted")  # it was not made: not waited for either
+            done.get()  # tried again after a backoff (faces/serial.py)
+        self.memory.refuse(run.namespace)
+        self.memory.set(run.uid, acted=Acted(time.monotonic(), hold=settle.SETTLE))
+        self.executor.do(Say(ref, reservation.cannot_reserve(f"{exc.status} {api_message(exc)}"),
+                             run.uid))
+        role = (action.manifest["metadata"].get("annotations") or {}).get(
+            reservation.ANNOTATION_ROLE)
+        return role != reservation.KEEPER
+
+
+def _room_deleted(action: DeletePod, done: Done) -> None:
+    log.info("reservation deleted", pod=action.name, why=action.why)
+    done.get()  # tried again after a backoff (faces/serial.py)
+
+
+def _of_mark(action: Planned) -> bool:
+    return isinstance(action, Mark) or (
+        isinstance(action, Remember) and "marked" in action.changes)
+
+
+# -- the namespace's PodDisruptionBudget -----------------------------------------------------------
+# The PodDisruptionBudget of each namespace with balloons (core/placement/budget.py): made with the
+# namespace's first balloon, made again by the resync if it went, and deleted once the namespace
+# is switched off and its last balloon is gone. A budget of another's holding its name is said on
+# the namespace's runs.
+
+log = structlog.get_logger(__name__)
+
+
+class Budgets:
+    def __init__(self, executor: Executor, caches: Caches | None) -> None:
+        self.executor = executor
+        self.caches = caches
+        # Namespaces whose budget this process made or saw. A lookup, an add or the whole set
+        # replaced, each one step: no lock (two workers that both find a namespace's budget
+        # missing both ask for it, and the second is told it exists, as after a restart).
+        self._made: set[str] = set()
+
+    def kept(self, namespace: str) -> bool:
+        """The namespace's budget is known made: a run's plan asks for it no more (one call a
+        namespace while this process leads)."""
+        return namespace in self._made
+
+    def made(self, ref: Mapping[str, Any], namespace: str, done: Done) -> None:
+        """The budget asked for with a run's balloon (its plan's MakeBudget): without it a
+        drain may evict the anchor. Said on the run when trying again cannot mend it (else the
+        resync makes it), not fatal."""
+        exc = done.api_error
+        if exc is None:
+            done.get()  # no answer at all (a broken connection): the work queue's to retry
+            self._made.add(namespace)
+            return
+        if done.failure is None or not errors.worth_saying(done.failure):
+            # Throttled, a timeout, an API server's first moments: the resync makes it.
+            log.info("the namespace's budget for balloons not made yet",
+                     namespace=namespace, error=f"{exc.status} {api_message(exc)}")
+            return
+        self.executor.do(Say(ref, Notice(
+            "BalloonUnprotected",
+            f"the namespace's PodDisruptionBudget for balloons could not be made "
+            f"({exc.status} {api_message(exc)}): a drain of its node may evict the anchor",
+        ), ref["metadata"]["uid"]))
+
+    def _name_taken(self, namespace: str, balloons: Sequence[Mapping[str, Any]]) -> None:
+        """A budget of that name exists, but not ours (the cache, by our labels, has none):
+        somebody else's holds the name, and nothing of ours covers the balloons. Said on each
+        of the namespace's runs with a balloon, and tried again each round."""
+        notice = Notice(
+            "BalloonUnprotected",
+            f"a PodDisruptionBudget named {budget.NAME} that tekton-coscheduler did not make "
+            "(it lacks our labels) holds the name of the namespace's budget for balloons: ours "
+            "cannot be made, and a drain of a node may evict the anchor unless that budget "
+            "covers the balloons (rename or delete it)",
+        )
+        for sts in balloons:
+            meta = sts.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            if meta.get("namespace") == namespace and labels.get(names.LABEL_RUN_UID):
+                uid = str(labels[names.LABEL_RUN_UID])
+                run = pipelinerun_ref(str(labels.get(names.LABEL_RUN) or ""), namespace, uid)
+                self.executor.do(Say(run, notice, uid))
+
+    def tend(self, balloons: Sequence[Mapping[str, Any]], facts: Facts) -> None:
+        """A resync round: budgets made where a balloon has none, deleted where no longer
+        needed; nothing asked of the API server when all is well (the budgets' watch cache)."""
+        cached = self.caches.budgets() if self.caches is not None else None
+        if cached is None or not facts.synced:
+            return
+        have = {str(b["metadata"]["namespace"]): b for b in cached}
+        self._made = set(have)
+        wanted = budget.plan((str(s["metadata"]["namespace"]) for s in balloons), have,
+                             facts.enabled_namespaces)
+        for namespace in wanted.create:
+            done = self.executor.do(MakeBudget(budget.of_namespace(namespace)))
+            if (exc := done.api_error) is not None:
+                log.warning("could not make the namespace's budget for balloons",
+                            namespace=namespace, error=f"{exc.status} {api_message(exc)}")
+            elif not done.get():
+                self._name_taken(namespace, balloons)
+        for namespace in wanted.delete:
+            meta = have[namespace]["metadata"]
+            done = self.executor.do(DeleteBudget(namespace, str(meta["name"]),
+                                                 str(meta.get("uid") or "")))
+            if (exc := done.api_error) is not None:
+                log.warning("could not delete the namespace's budget for balloons",
+                            namespace=namespace, error=f"{exc.status} {api_message(exc)}")
+            else:
+                done.get()
+                log.info("budget deleted: namespace switched off, no balloon left",
+                         namespace=namespace)
