@@ -71,8 +71,9 @@ ALL=0
 [ ${#COMPONENTS[@]} -gt 0 ] || {
   ALL=1
   # In the order the scenarios first need them (e2e/tests/conftest.py orders them so), for a
-  # build in the background while they run.
-  COMPONENTS=(etcd kubernetes kwok helm certmanager tekton karpenter)
+  # build in the background while they run. helm before kwok: the chart's rendering scenarios
+  # need helm alone, and run while kwok is built.
+  COMPONENTS=(etcd kubernetes helm kwok certmanager tekton karpenter)
   # The real node's parts need root (apt-get; the scenarios: links, mounts, cgroups). Without
   # it they are left out, and the realnode scenarios skip saying why.
   if [ "$(id -u)" = 0 ]; then COMPONENTS+=("${REALNODE[@]}")

@@ -219,9 +219,10 @@ def volumes_across_the_pool(cluster: ClusterApi, pool: Pool, count: int = 2) -> 
 
 
 def pool_pipeline(
-    name: str, pool: Pool, first_cpu: str, first_seconds: str = "1"
+    name: str, pool: Pool, first_cpu: str, first_seconds: str = "1", first_held: bool = False
 ) -> dict[str, Any]:
-    """fetch (asking first_cpu) -> build, on one claim, every pod held to the pool."""
+    """fetch (asking first_cpu) -> build, on one claim, every pod held to the pool. A held
+    fetch runs until the test lets it go (Runs.release)."""
     fetch, build = tr.task(tr.FETCH), tr.task("build", after=[tr.FETCH])
     fetch["taskSpec"]["steps"][0]["computeResources"] = {"requests": {"cpu": first_cpu}}
     return tr.pipelinerun(
@@ -229,7 +230,8 @@ def pool_pipeline(
         [fetch, build],
         {tr.SHARED: tr.volume_claim_template()},
         pod_template={"nodeSelector": dict(pool.label)},
-        task_annotations={tr.FETCH: {tr.RUN_SECONDS: first_seconds}},
+        task_annotations={tr.FETCH: {tr.HOLD: "true"} if first_held
+                          else {tr.RUN_SECONDS: first_seconds}},
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from controller.core.admission import affinity
@@ -37,6 +38,25 @@ class Runs(Scenario):
             {"spec": {"status": "Cancelled"}},
         )
         return self.done(run, timeout=60)
+
+    def release(self, runs: Sequence[Mapping[str, Any]], task: str = tr.FETCH,
+                timeout: float = 60) -> None:
+        """Lets the held pod of this task of each run end (tr.HOLD off it, once Tekton has made
+        it): from then on it ends after its run-seconds, as any other. Each must still be
+        running: held, not ended early."""
+        for run in runs:
+            uid, name = run["metadata"]["uid"], run["metadata"]["name"]
+            pod = self.cluster.wait_for(partial(self.pod_of, uid, task), timeout=timeout,
+                                        what=f"the {task} pod of {name}")
+            held = self.core.read_namespaced_pod(pod.name, self.ns)
+            assert tr.HOLD in (present(held.metadata).annotations or {}), pod.name
+            assert present(held.status).phase in ("Pending", "Running"), (pod.name, held.status)
+            self.core.patch_namespaced_pod(pod.name, self.ns,
+                                           {"metadata": {"annotations": {tr.HOLD: None}}})
+
+    def pod_of(self, uid: str, task: str) -> PodSeen | None:
+        """The run's pod of this task, once seen (its first, if it was retried)."""
+        return next((p for p in self.recorder.pods(uid) if p.task == task), None)
 
     def said(self, run: Mapping[str, Any], reason: str, timeout: float = 60) -> Any:
         """The first Event of this reason on the run, once there is one."""

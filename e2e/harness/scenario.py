@@ -237,7 +237,10 @@ class Scenario:
         )[0]
 
     def events(self, reason: str) -> list[Any]:
-        return [e for e in self.core.list_namespaced_event(self.ns).items if e.reason == reason]
+        """The namespace's Events of this reason (picked by the API server: see anchored_nodes
+        in tekton_runs.py)."""
+        return [e for e in self.core.list_namespaced_event(
+            self.ns, field_selector=f"reason={reason}").items if e.reason == reason]
 
 
 def user_affinity() -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """Real PipelineRuns for the e2e suite and the comparison: builders, a pod recorder, waits.
 
 The kwok stage `pod-complete-taskrun` ends a TaskRun pod after the run-seconds annotation
-with the exit-code annotation; Tekton copies PipelineRun annotations (and the metadata of
-`spec.taskRunSpecs`) to TaskRuns and their pods, which is how a run says what its pods do.
+with the exit-code annotation (a pod with the hold annotation: not before the test takes it off,
+Runs.release); Tekton copies PipelineRun annotations (and the metadata of `spec.taskRunSpecs`)
+to TaskRuns and their pods, which is how a run says what its pods do.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from e2e.harness.cluster import ClusterHandle, create_once, name_of, node_schedu
 TEKTON = ("tekton.dev", "v1")
 RUN_SECONDS = "e2e.tekton-coscheduler.dev/run-seconds"
 EXIT_CODE = "e2e.tekton-coscheduler.dev/exit-code"
+HOLD = "e2e.tekton-coscheduler.dev/hold"  # the pod runs until the test takes this off
 LABEL_RUN_UID = "tekton.dev/pipelineRunUID"
 LABEL_TASK = "tekton.dev/pipelineTask"
 LABEL_TASK_RUN = "tekton.dev/taskRun"
@@ -353,10 +355,12 @@ def anchored_node(message: str) -> str:
 
 
 def anchored_nodes(core: client.CoreV1Api, namespace: str, run_uid: str) -> list[str]:
-    """The nodes our Anchored Events on the run name."""
+    """The nodes our Anchored Events on the run name. Picked by the API server (a field
+    selector): a namespace of many runs holds thousands of Events, slow to read in whole."""
     return [
         anchored_node(str(event.message))
-        for event in core.list_namespaced_event(namespace).items
+        for event in core.list_namespaced_event(
+            namespace, field_selector=f"reason=Anchored,involvedObject.uid={run_uid}").items
         if event.reason == "Anchored" and event.involved_object.uid == run_uid
     ]
 

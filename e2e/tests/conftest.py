@@ -95,14 +95,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests with hand-made runs first: once the real Tekton controller runs, it would act on
-    them (and fail them, since their Pipelines do not exist). Scenarios on clusters of their own
-    last. Within each of these, those needing a part built later come later (`make test` builds
-    the parts in the background as the scenarios run, e2e/harness/cluster/building.py)."""
+    """Tests that need no control plane (helm at most) first: they run while build.sh is still
+    building it. Then tests with hand-made runs: once the real Tekton controller runs, it would
+    act on them (and fail them, since their Pipelines do not exist). Scenarios on clusters of
+    their own last. Within each of these, those needing a part built later come later (`make
+    test` builds the parts in the background as the scenarios run,
+    e2e/harness/cluster/building.py)."""
     def order(item: pytest.Item) -> tuple[int, int]:
         fixtures = getattr(item, "fixturenames", ())
+        parts = _parts(item)
+        if "cluster" not in fixtures and parts <= {"helm"}:
+            return -1, 0
         group = 2 if "cluster" not in fixtures else int("tekton" in fixtures)
-        return group, building.rank(_parts(item))
+        return group, building.rank(parts)
 
     items.sort(key=order)
 

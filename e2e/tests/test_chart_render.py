@@ -21,6 +21,8 @@ from controller.settings import ENV_PREFIX, Settings
 from e2e.harness import chart
 from tests import factories, promql
 
+pytestmark = pytest.mark.parts("helm")  # waited for: these run first, as build.sh makes it
+
 BUILTIN = {"v1", "apps/v1", "rbac.authorization.k8s.io/v1", "policy/v1",
            "admissionregistration.k8s.io/v1", "apiextensions.k8s.io/v1", "scheduling.k8s.io/v1"}
 

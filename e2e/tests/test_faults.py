@@ -80,19 +80,21 @@ def test_a_drain_waits_for_the_anchor_to_move_and_no_longer(runs: Runs, pool: Po
 
 
 def test_a_running_task_keeps_the_anchor_until_it_ends(runs: Runs, pool: Pool) -> None:
-    """Cordoned while fetch runs beside the anchor: the anchor stays (a running task is never
-    separated from its volume) and the run is told so; once fetch ends, it moves and build
-    follows."""
+    """Cordoned while fetch runs beside the anchor (held running until the test lets it go):
+    the anchor stays (a running task is never separated from its volume) and the run is told
+    so; once fetch ends, it moves and build follows."""
     s = runs
     faults.volumes_across_the_pool(s.cluster, pool)
     run = anchored_on_small(
-        s, pool, faults.pool_pipeline(tr.unique("busy"), pool, first_cpu="100m", first_seconds="12"))
+        s, pool, faults.pool_pipeline(tr.unique("busy"), pool, first_cpu="100m", first_held=True))
     s.recorder.wait_pods(run["metadata"]["uid"], [tr.FETCH])
     started = time.monotonic()
     faults.cordon(s.cluster, pool.small)
     stays = s.said(run, "AnchorNodeUnavailable")
     print(f"\nrunning task: AnchorNodeUnavailable {time.monotonic() - started:.1f}s after the cordon")
     assert "cordoned" in stays.message and "fetch" in stays.message and "those pods end" in stays.message
+    assert s.events("AnchorMoved") == []
+    s.release([run])
     s.said(run, "AnchorMoved", timeout=60)
     assert tr.outcome(s.done(run)) == ("True", "Succeeded")
     pods = {p.task: p.node for p in s.recorder.pods(run["metadata"]["uid"])}

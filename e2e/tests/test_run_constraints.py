@@ -84,7 +84,7 @@ def test_two_runs_on_one_read_write_once_claim_share_a_node(runs: Runs, pool: Po
     first = s.start(tr.pipelinerun(tr.unique("one"), [tr.task("work")],
                                    {tr.SHARED: tr.claim("shared")},
                                    pod_template={"nodeSelector": dict(pool.label)},
-                                   annotations={tr.RUN_SECONDS: "25"}))
+                                   annotations={tr.HOLD: "true"}))  # alive until let go below
     node = s.anchor(first)
     # Its pod bound first: a run with no pod on its anchor yet may move off a cordoned node.
     s.recorder.wait_pods(first["metadata"]["uid"], ["work"])
@@ -100,6 +100,7 @@ def test_two_runs_on_one_read_write_once_claim_share_a_node(runs: Runs, pool: Po
     finally:
         faults.cordon(s.cluster, node, on=False)
     assert s.anchor(second) == node
+    s.release([first], task="work")
     assert [tr.outcome(s.done(r)) for r in (first, second)] == [("True", "Succeeded")] * 2
 
 

@@ -40,8 +40,8 @@ def lasting(seconds: int) -> dict[str, dict[str, str]]:
     return {t: {tr.RUN_SECONDS: str(seconds)} for t in (tr.FETCH, *tr.FAN_OUT, tr.PUBLISH)}
 
 
-OVER_A_SWAP = lasting(20)  # about 70 s: still in flight when the last of RUNS is anchored
-LONGER = lasting(40)  # about 130 s: still in flight when the wave before it has ended
+# In flight until the test lets it go: fetch runs until Runs.release, then each task a second.
+HELD = {tr.FETCH: {tr.HOLD: "true"}}
 
 
 def ended(s: Runs, runs: list[dict[str, Any]]) -> list[str]:
@@ -72,10 +72,10 @@ def fresh() -> Iterator[LocalCluster]:
 @pytest.mark.timeout(600)
 @pytest.mark.parts("tekton", "tekton-before")
 def test_an_upgrade_and_a_rollback_with_runs_in_flight_lose_nothing(fresh: LocalCluster) -> None:
-    """RUNS runs in flight at each swap. Wave A starts under the previous release and ends
-    under the working tree's (which deletes the balloons the previous one made); wave B, longer,
-    starts under the working tree's and ends under the previous one, rolled back to once A has
-    ended."""
+    """RUNS runs in flight at each swap, each held in its fetch until the swap is done. Wave A
+    starts under the previous release and ends under the working tree's (which admits its builds
+    and deletes the balloons the previous one made); wave B starts under the working tree's and
+    ends under the previous one, rolled back to once A has ended."""
     cluster = fresh
     previous = upgrade.previous_source()
     operator = upgrade.install(cluster, previous)
@@ -86,8 +86,8 @@ def test_an_upgrade_and_a_rollback_with_runs_in_flight_lose_nothing(fresh: Local
         s.local_pvs_everywhere(per_node=RUNS)
         anchors: dict[str, str] = {}
 
-        def wave(prefix: str, seconds: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
-            made = [s.start(tr.fan_out_fan_in(tr.unique(prefix), task_annotations=seconds))
+        def wave(prefix: str) -> list[dict[str, Any]]:
+            made = [s.start(tr.fan_out_fan_in(tr.unique(prefix), task_annotations=HELD))
                     for _ in range(RUNS)]
             anchors.update({run["metadata"]["uid"]: s.anchor(run) for run in made})
             return made
@@ -98,15 +98,17 @@ def test_an_upgrade_and_a_rollback_with_runs_in_flight_lose_nothing(fresh: Local
             for run in runs:  # deleted by the release that saw the run end
                 s.wait_no_balloon(run, timeout=60)
 
-        a = wave("a", OVER_A_SWAP)
+        a = wave("a")
         assert not ended(s, a), "wave A ended before the upgrade"
         operator = upgrade.upgrade(cluster, operator, REPO)
         operator.wait_effective()
-        b = wave("b", LONGER)
+        s.release(a)
+        b = wave("b")
         finished(a)
         assert not ended(s, b), "wave B ended before the rollback"
         operator = upgrade.rollback(cluster, operator, previous)
         operator.wait_effective()
+        s.release(b)
         finished(b)
         for run in a + b:
             uid = run["metadata"]["uid"]
@@ -121,8 +123,8 @@ def test_an_upgrade_and_a_rollback_with_runs_in_flight_lose_nothing(fresh: Local
 @pytest.mark.parts("tekton", "tekton-before")
 def test_tekton_upgraded_in_place_with_runs_in_flight_loses_nothing(fresh: LocalCluster) -> None:
     """Tekton's controller, CRDs and config go from the LTS line before the newest to the
-    newest while RUNS runs are in flight under the working tree's release: every run succeeds,
-    every pod on its anchor, no balloon left."""
+    newest while RUNS runs are in flight (held in their fetch until it is done) under the working
+    tree's release: every run succeeds, every pod on its anchor, no balloon left."""
     cluster = fresh
     chart.run_helm(["uninstall", chart.RELEASE, "--namespace", chart.NAMESPACE],
                    check=False, kubeconfig=cluster.kubeconfig)  # what an earlier scenario left
@@ -132,11 +134,12 @@ def test_tekton_upgraded_in_place_with_runs_in_flight_loses_nothing(fresh: Local
     with PodRecorder(cluster, ns) as recorder:
         s = Runs(cluster, ns, recorder)
         s.local_pvs_everywhere(per_node=RUNS)
-        made = [s.start(tr.fan_out_fan_in(tr.unique("tk"), task_annotations=OVER_A_SWAP))
+        made = [s.start(tr.fan_out_fan_in(tr.unique("tk"), task_annotations=HELD))
                 for _ in range(RUNS)]
         anchors = {run["metadata"]["uid"]: s.anchor(run) for run in made}
         assert not ended(s, made), "runs ended before Tekton's upgrade"
         cluster.upgrade_tekton(TEKTON_AFTER)
+        s.release(made)
         outcomes = [tr.outcome(s.done(run, timeout=300)) for run in made]
         assert outcomes == [("True", "Succeeded")] * len(made)
         for run in made:
