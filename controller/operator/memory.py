@@ -3,7 +3,7 @@ namespace's decisions, or all decisions, read last changed (operator/observe.py'
 The live runs (`LiveRuns`) are those whose memory holds a body.
 
 A subject reads a run's memory with `get` and changes it with `update`, which replaces the
-frozen value whole under this module's one lock: a test-and-set (is a worker tending this run?
+frozen value whole under this module's one lock: a test-and-set (was the run marked already?
 is a look at it put for later?) is one step, and the subjects keep no lock of their own. The
 lock is never held across a call to the API server. `number` hands out increasing numbers
 under the same lock: what orders a change against a decision that read before it.

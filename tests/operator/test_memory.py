@@ -31,12 +31,12 @@ def test_a_field_that_is_not_one_is_refused() -> None:
 
 
 def test_a_test_and_set_is_one_step_whatever_the_threads() -> None:
-    """Of many workers asking at once to tend a run, one is told it may."""
+    """Of many workers asking at once to mark a run, one is told it may."""
     memory, start, won = Memories(), threading.Barrier(8), []
 
     def claim() -> None:
         start.wait()
-        if not memory.update("r1", lambda m: replace(m, tending=True)).tending:
+        if not memory.update("r1", lambda m: replace(m, marked=True)).marked:
             won.append(1)
 
     workers = [threading.Thread(target=claim) for _ in range(8)]

@@ -94,10 +94,9 @@ class RunMemory:
     fitted: Fitted | None = None
     # AnchorGuard (operator/anchors.py): the node its anchor cannot leave yet.
     blocked_on: str = ""
-    # Capacity (operator/capacity.py): the last act on its reservation, and whether a worker
-    # tends it now.
+    # Capacity (operator/capacity.py): the last act on its reservation (one worker at a time
+    # acts on a run: faces/serial.py).
     acted: Acted | None = None
-    tending: bool = False
     # Placement (operator/placement.py): the move it is making (node left, why), whether its
     # balloon pods were listed once, the node this process annotated its StatefulSet with, its
     # pods bound before its new balloon pod was, a move seen before the old pod's deletion,
