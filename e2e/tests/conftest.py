@@ -256,3 +256,37 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
         if not any("real" in getattr(i, "fixturenames", ()) for i in later):
             stack.close()
     return result
+
+
+# -- Tekton's affinity assistant ---------------------------------------------------------------
+
+SHIPPED = "shipped"  # Tekton's feature flags as Tekton ships them: coschedule: workspaces
+
+
+@pytest.fixture
+def assistant_mode(cluster: ClusterHandle, coscheduler: Coscheduler,
+                   request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """Tekton's assistant in the scenario's mode (a `coschedule` value, or SHIPPED: Tekton's
+    feature flags untouched), and the suite's default again after it, each once Tekton's
+    controller and the operator act on it; None: the suite's default throughout."""
+    mode = request.param
+    if mode is None:
+        yield None
+        return
+    switch_assistant(cluster, coscheduler, str(mode))
+    try:
+        yield str(mode)
+    finally:
+        switch_assistant(cluster, coscheduler, None)
+
+
+def switch_assistant(cluster: ClusterHandle, coscheduler: Coscheduler, mode: str | None) -> None:
+    """mode: a `coschedule` value, SHIPPED, or None (the suite's default)."""
+    flags = (tekton_cluster.SHIPPED if mode == SHIPPED
+             else {"coschedule": mode} if mode else None)
+    tekton_cluster.configure(cluster, flags)
+    now = tekton_cluster.suite_mode(flags)
+    cluster.wait_for(
+        lambda: coscheduler.metric("tekton_coscheduler_tekton_affinity_assistant_mode",
+                                   mode=now) == 1,
+        timeout=30, what=f"the operator sees coschedule: {now}")

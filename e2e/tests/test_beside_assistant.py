@@ -5,7 +5,6 @@ controller; Tekton's feature flags switched for the scenario and put back after 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,43 +13,15 @@ from controller.core.model.assistant import pinned_to_assistant
 from controller.core.placement.gate import PLACEHOLDER_GATE
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import ClusterHandle
-from e2e.harness.cluster import tekton as tekton_cluster
-from e2e.harness.coscheduler import Coscheduler
 from e2e.harness.runs import Runs, assert_co_located, our_terms
 from e2e.harness.tekton_runs import FAN_OUT, FETCH, PUBLISH, PodSeen
+from e2e.tests.conftest import SHIPPED
 
 pytestmark = pytest.mark.e2e
 
 ALL_TASKS = [FETCH, *FAN_OUT, PUBLISH]
-SHIPPED = "shipped"  # Tekton's feature flags as Tekton ships them: coschedule: workspaces
 # Each task 5 s: a run is in flight some 15 s, long enough to see both placeholders bound.
 LASTING = {t: {tr.RUN_SECONDS: "5"} for t in ALL_TASKS}
-
-
-@pytest.fixture
-def assistant_mode(cluster: ClusterHandle, coscheduler: Coscheduler,
-                   request: pytest.FixtureRequest) -> Iterator[str]:
-    """Tekton's assistant in the scenario's mode, and the suite's default again after it, each
-    once Tekton's controller and the operator act on it."""
-    mode = str(request.param)
-    switch(cluster, coscheduler, mode)
-    try:
-        yield mode
-    finally:
-        switch(cluster, coscheduler, None)
-
-
-def switch(cluster: ClusterHandle, coscheduler: Coscheduler, mode: str | None) -> None:
-    """mode: a `coschedule` value, SHIPPED (Tekton's feature flags untouched: its assistant on
-    as Tekton ships it), or None (the suite's default)."""
-    flags = (tekton_cluster.SHIPPED if mode == SHIPPED
-             else {"coschedule": mode} if mode else None)
-    tekton_cluster.configure(cluster, flags)
-    now = tekton_cluster.suite_mode(flags)
-    cluster.wait_for(
-        lambda: coscheduler.metric("tekton_coscheduler_tekton_affinity_assistant_mode",
-                                   mode=now) == 1,
-        timeout=30, what=f"the operator sees coschedule: {now}")
 
 
 def placeholders(runs: Runs, run: dict[str, Any]) -> list[PodSeen]:
