@@ -135,8 +135,8 @@ class Applier:
                  bound: Any) -> None:
         made = isinstance(action, MakeBalloon)
         if done.ok:
-            if not made:
-                bound.info("balloon template replaced", why=getattr(action, "why", ""))
+            if isinstance(action, ReplanBalloon):
+                bound.info("balloon template replaced", why=action.why)
             elif done.value[1]:  # this call made it
                 self.metrics.balloons_created.inc()
                 self.metrics.balloons_active.inc()
