@@ -18,6 +18,7 @@ import structlog
 
 from controller.core.basics import names, quantity
 from controller.core.basics.actions import (
+    Count,
     DeleteBalloon,
     DeleteBudget,
     DeletePod,
@@ -99,6 +100,10 @@ class Applier:
                 continue  # the mark is given up for this look; the rest is done
             if isinstance(action, Remember):
                 self.memory.set(action.run_uid, **action.changes)
+                continue
+            if isinstance(action, Count):
+                counter = getattr(self.metrics, action.metric)
+                (counter.labels(**dict(action.labels)) if action.labels else counter).inc()
                 continue
             done = self.executor.do(action)
             if isinstance(action, ReleaseGate):

@@ -109,3 +109,16 @@ def test_a_reservation_pod_refused_for_good_is_said_and_a_scout_s_balloon_planne
     assert done.replan is replan
     assert kube.made == ["event RoomNotReserved"]  # the rest waits for the plan made again
     assert memory.refused("team-a") is not None  # its namespace's runs do without, a while
+
+
+def test_what_a_plan_counts_is_counted_where_it_comes_and_asks_nothing_of_the_cluster() -> None:
+    kube = Writes({"make room": ApiError(status=500, reason="InternalError")})
+    apply, _ = applier(kube)
+    metrics = apply.metrics
+    with pytest.raises(ApiError):  # counted before the failure that ends the plan, not after
+        apply.apply(RUN, [actions.Count("misplaced_pods"),
+                          actions.Count("anchor_moves", (("reason", "cordoned"),)), pod("room"),
+                          actions.Count("misplaced_pods")])
+    assert metrics.misplaced_pods._value.get() == 1
+    assert metrics.anchor_moves.labels(reason="cordoned")._value.get() == 1
+    assert kube.made == []

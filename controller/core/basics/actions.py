@@ -156,9 +156,20 @@ class Remember:
     changes: Mapping[str, Any]
 
 
+@dataclass(frozen=True)
+class Count:
+    """A metric counted, at this point of a plan (`metric`: the name of a counter of
+    controller/metrics.Metrics; `labels`: its label values). No write to the cluster: the plan's
+    applier does it, so that what a plan counts is read beside what it does."""
+
+    metric: str
+    labels: tuple[tuple[str, str], ...] = ()
+
+
 Action = (Say | Unsay | MakeBalloon | ReplanBalloon | DeleteBalloon | AnnotateBalloon | MakePod
           | DeletePod | ReleaseGate | Mark | MakeBudget | DeleteBudget | WritePolicyStatus
           | MakeBinding | ReplaceBinding | DeleteBinding)
 
-# What a plan holds: the executor's actions, and the changes of memory between them.
-Planned = Action | Remember
+# What a plan holds: the executor's actions, and between them the changes of memory and what
+# is counted.
+Planned = Action | Remember | Count
