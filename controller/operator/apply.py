@@ -31,21 +31,22 @@ from controller.core.basics.actions import (
     Remember,
     ReplanBalloon,
     Say,
+    WritePolicyStatus,
 )
 from controller.core.basics.notices import Notice
 from controller.core.capacity import reservation, roomplan, settle
 from controller.core.capacity.settle import Acted
 from controller.core.model import tekton
-from controller.core.placement import budget
+from controller.core.placement import binding, budget
 from controller.kube import errors
 from controller.kube.caches import Caches
 from controller.kube.client import api_message
 from controller.kube.clusterview import Facts
+from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
 from controller.operator.executor import Done, Executor, pipelinerun_ref
 from controller.operator.marking import gate_released
 from controller.operator.memory import Memories
-from controller.operator.placement import Placement
 
 log = structlog.get_logger(__name__)
 
@@ -60,12 +61,12 @@ class Applied:
 
 class Applier:
     def __init__(self, executor: Executor, metrics: Metrics, budgets: Budgets,
-                 placement: Placement, memory: Memories,
+                 index: PodIndex, memory: Memories,
                  later: Callable[[str, float], None] = lambda _uid, _seconds: None) -> None:
         self.executor = executor
         self.metrics = metrics
         self.budgets = budgets
-        self.placement = placement
+        self.index = index  # a deleted balloon's run forgotten there
         self.memory = memory  # what a plan's Remember sets; a namespace's refused reservation
         # Tends the run's reservation again in some seconds (Operator.later).
         self.later = later
@@ -103,7 +104,8 @@ class Applier:
                 continue
             if isinstance(action, Count):
                 counter = getattr(self.metrics, action.metric)
-                (counter.labels(**dict(action.labels)) if action.labels else counter).inc()
+                (counter.labels(**dict(action.labels)) if action.labels else counter).inc(
+                    action.by)
                 continue
             done = self.executor.do(action)
             if isinstance(action, ReleaseGate):
@@ -123,6 +125,9 @@ class Applier:
                     done.get()  # tried again after a backoff (faces/serial.py)
             elif isinstance(action, DeletePod):
                 _room_deleted(action, done)
+            elif isinstance(action, WritePolicyStatus) and (exc := done.api_error) is not None:
+                log.warning("pipeline's warm node not remembered", namespace=action.namespace,
+                            policy=action.name, error=api_message(exc))  # not worth a retry
             elif isinstance(action, MakePod) and done.api_error is not None:
                 return Applied(not unmarked, self._refused(run, ref, action, done))
             else:
@@ -174,7 +179,8 @@ class Applier:
             self.metrics.balloons_active.dec()
             log.info("balloon deleted", balloon=action.name, namespace=action.namespace,
                      why=action.why)
-        self.placement.forget(action.run_uid)
+        self.index.forget(action.run_uid)  # where its balloon pod went: forgotten
+        self.memory.reset(action.run_uid, *binding.FORGOTTEN)
 
     def _refused(self, run: tekton.PipelineRun, ref: Mapping[str, Any], action: MakePod,
                  done: Done) -> bool:

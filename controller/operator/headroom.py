@@ -14,13 +14,13 @@ from typing import Any
 import structlog
 
 from controller.core.basics import quantity
-from controller.core.basics.actions import WritePolicyStatus
+from controller.core.basics.actions import Count, WritePolicyStatus
 from controller.core.basics.notices import Notice
 from controller.core.basics.quantity import Amounts
 from controller.core.capacity import nodefit, peak, quota
 from controller.core.model import tekton
 from controller.core.model.tekton import PipelineRun
-from controller.core.placement import warm, warmcache
+from controller.core.placement import binding, warm, warmcache
 from controller.core.placement.memory import Fitted
 from controller.kube.caches import Caches
 from controller.kube.client import ApiError, Kube, api_message
@@ -199,32 +199,33 @@ class Warming:
         held = self.nodes.images()
         return warm.warmth(images, held.holders, key, last, held.hostnames)
 
+    def read(self, namespace: str, annotations: Mapping[str, Any], node: str
+             ) -> binding.WarmRead:
+        """What a run anchored on `node` reads of warm anchors (core/placement/binding.py
+        plans what is counted, remembered and said of it). Reads only."""
+        note = warm.noted(annotations.get(warm.ANNOTATION))
+        held = note.held(self.nodes.images().reported.get(node, {}), node)
+        facts = self.view.facts
+        _, _, name = facts.policy_for(namespace).policy.source.partition("/")
+        return binding.WarmRead(held, name, facts.warm_status.get(namespace),
+                                datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+
     def anchored(self, namespace: str, run: str, annotations: Mapping[str, Any],
                  node: str) -> str:
         """The run's anchor was bound to `node` for the first time: counted, its pipeline's
-        node remembered; what is warm there, for the Anchored Event."""
-        note = warm.noted(annotations.get(warm.ANNOTATION))
-        held = note.held(self.nodes.images().reported.get(node, {}), node)
-        if note.total:
-            self.metrics.warm_image_bytes.labels(on_anchor="held").inc(held)
-            self.metrics.warm_image_bytes.labels(on_anchor="to_pull").inc(note.total - held)
-        if note.cache_key:
-            outcome = ("first" if not note.cache_node
-                       else "hit" if note.cache_node == node else "miss")
-            self.metrics.warm_cache_runs.labels(outcome=outcome).inc()
-            self._remember(namespace, note.cache_key, node, run)
-        return warm.said(note, node, held)
-
-    def _remember(self, namespace: str, key: str, node: str, run: str) -> None:
-        facts = self.view.facts
-        _, _, name = facts.policy_for(namespace).policy.source.partition("/")
-        if not name:  # the policy that asked was deleted since
-            return
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        done = self.executor.do(WritePolicyStatus(namespace, name, warmcache.remember(
-            facts.warm_status.get(namespace), key, node, run, now)))
-        if (exc := done.api_error) is not None:
-            log.warning("pipeline's warm node not remembered", namespace=namespace,
-                        policy=name, error=api_message(exc))
-        else:
-            done.get()
+        node remembered; what is warm there, for the Anchored Event. (A run's plan does this
+        through its applier, operator/placement.py; this is the same, done at once.)"""
+        steps, said = binding.warm_anchored(namespace, run, annotations, node,
+                                            self.read(namespace, annotations, node))
+        for step in steps:
+            if isinstance(step, Count):
+                counter = getattr(self.metrics, step.metric)
+                (counter.labels(**dict(step.labels)) if step.labels else counter).inc(step.by)
+            elif isinstance(step, WritePolicyStatus):
+                done = self.executor.do(step)
+                if (exc := done.api_error) is not None:
+                    log.warning("pipeline's warm node not remembered", namespace=namespace,
+                                policy=step.name, error=api_message(exc))
+                else:
+                    done.get()
+        return said

@@ -74,13 +74,13 @@ class Operator:
         # What the node watch last showed of each node (kube/nodeindex.py).
         self.node_index = NodeIndex(metrics)
         self.warming = Warming(self.executor, caches, view, metrics, self.node_index)
-        self.placement = Placement(kube, metrics, self.executor, self.index, self.memory,
-                                   self.balloon_of, self.warming, self.later)
-        self.gates = Gates(self.executor, self.index, metrics, self.memory, self.node_index)
         self.budgets = Budgets(self.executor, caches)
         # A run's plan, or its reservation's part, applied through the executor.
-        self.applier = Applier(self.executor, metrics, self.budgets, self.placement, self.memory,
+        self.applier = Applier(self.executor, metrics, self.budgets, self.index, self.memory,
                                self._room_later)
+        self.placement = Placement(kube, metrics, self.applier, self.index, self.memory,
+                                   self.balloon_of, self.warming, self.later)
+        self.gates = Gates(self.executor, self.index, metrics, self.memory, self.node_index)
         self.unplaced = Unplaced(settings, kube, self.index, metrics, self.executor)
         self.anchors = AnchorGuard(kube, self.index, self.node_index, self.placement, metrics,
                                    self.executor, self.memory, self.soon)

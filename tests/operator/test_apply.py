@@ -15,11 +15,11 @@ from controller.core.model.tekton import PipelineRun
 from controller.core.placement import gate
 from controller.core.placement.memory import Gated
 from controller.kube.client import ApiError
+from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
 from controller.operator.apply import Applier, Budgets
 from controller.operator.executor import Executor, Notifier
 from controller.operator.memory import Memories
-from controller.operator.placement import Placement
 from tests import factories
 
 RUN = PipelineRun.from_body(factories.pipelinerun())
@@ -58,8 +58,7 @@ class Writes:
 def applier(kube: Writes) -> tuple[Applier, Memories]:
     memory, metrics = Memories(), Metrics()
     executor = Executor(kube, Notifier(kube))  # type: ignore[arg-type]
-    placement = Placement(kube, metrics, executor, None, memory)  # type: ignore[arg-type]
-    return Applier(executor, metrics, Budgets(executor, None), placement, memory), memory
+    return Applier(executor, metrics, Budgets(executor, None), PodIndex(), memory), memory
 
 
 def mark(name: str, plural: str = "taskruns") -> actions.Mark:

@@ -10,6 +10,7 @@ from controller.core.basics import names
 from controller.core.placement import balloon
 from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
+from controller.operator.apply import Applier, Budgets
 from controller.operator.executor import Executor
 from controller.operator.memory import Memories
 from controller.operator.placement import MOVE_GRACE, Placement
@@ -59,9 +60,15 @@ def task_pod(name: str, node: str) -> dict[str, Any]:
     return pod
 
 
+def placement_of(kube: Any, notifier: Notifier, **kwargs: Any) -> Placement:
+    executor, metrics, index, memory = Executor(kube, notifier), Metrics(), PodIndex(), Memories()  # type: ignore[arg-type]
+    applier = Applier(executor, metrics, Budgets(executor, None), index, memory)
+    return Placement(kube, metrics, applier, index, memory, **kwargs)
+
+
 def make() -> tuple[Placement, Notifier, Kube]:
     kube, notifier = Kube(), Notifier()
-    return Placement(kube, Metrics(), Executor(kube, notifier), PodIndex(), Memories()), notifier, kube  # type: ignore[arg-type]
+    return placement_of(kube, notifier), notifier, kube
 
 
 def test_a_moved_anchor_is_said_with_both_nodes_and_pods_beside_either_are_not_misplaced() -> None:
@@ -299,8 +306,7 @@ def test_a_balloon_bound_before_the_cache_shows_its_statefulset_is_anchored_all_
     for its Anchored Event while the replica's log showed the gate taken off and no Event nor
     annotation (the cache's lag inferred from that, not traced). The API server is asked instead."""
     kube, notifier = Kube(), Notifier()
-    placement = Placement(kube, Metrics(), Executor(kube, notifier), PodIndex(), Memories(),  # type: ignore[arg-type]
-                          balloon_of=lambda namespace, name: None)
+    placement = placement_of(kube, notifier, balloon_of=lambda namespace, name: None)
     placement.on_balloon_pod(balloon_pod("b1", "n1"))
     assert [r for r, _ in notifier.said] == ["Anchored"]
     assert kube.annotations == {names.ANNOTATION_ANCHORED_NODE: "n1"}

@@ -160,10 +160,12 @@ class Remember:
 class Count:
     """A metric counted, at this point of a plan (`metric`: the name of a counter of
     controller/metrics.Metrics; `labels`: its label values). No write to the cluster: the plan's
-    applier does it, so that what a plan counts is read beside what it does."""
+    applier does it, so that what a plan counts is read beside what it does. `by`: how much
+    (bytes, for a counter of bytes)."""
 
     metric: str
     labels: tuple[tuple[str, str], ...] = ()
+    by: float = 1
 
 
 Action = (Say | Unsay | MakeBalloon | ReplanBalloon | DeleteBalloon | AnnotateBalloon | MakePod
