@@ -15,6 +15,7 @@ from controller.operator.executor import Executor
 from controller.operator.memory import Memories
 from controller.operator.placement import MOVE_GRACE, Placement
 from tests import factories
+from tests.readonly import ReadOnly
 
 RUN = factories.RUN_UID
 
@@ -310,3 +311,27 @@ def test_a_balloon_bound_before_the_cache_shows_its_statefulset_is_anchored_all_
     placement.on_balloon_pod(balloon_pod("b1", "n1"))
     assert [r for r, _ in notifier.said] == ["Anchored"]
     assert kube.annotations == {names.ANNOTATION_ANCHORED_NODE: "n1"}
+
+
+class MemoryRead:
+    """A run's memory that may only be read: the views are built without changing it."""
+
+    def __init__(self, memory: Memories) -> None:
+        self.get, self.runs = memory.get, memory.runs
+
+
+def test_the_views_are_read_without_a_write_to_the_cluster_or_to_the_run_s_memory() -> None:
+    """Observation never writes: the API server is only read while an event's view is built,
+    and the run's memory changes as its plan's Remember steps, through the applier."""
+    kube, notifier = Kube(), Notifier()
+    executor, metrics, index, memory = Executor(kube, notifier), Metrics(), PodIndex(), Memories()  # type: ignore[arg-type]
+    applier = Applier(executor, metrics, Budgets(executor, None), index, memory)
+    placement = Placement(ReadOnly(kube), metrics, applier, index, MemoryRead(memory))  # type: ignore[arg-type]
+    placement.on_balloon_pod(balloon_pod("b1", "n1"))
+    placement.on_balloon_pod(balloon_pod("b1", "n1", conditions=PREEMPTED), deleted=True)
+    kube.balloon_pods = [balloon_pod("b2", "")]
+    placement.on_task_pod(task_pod("fetch", "n3"))
+    placement.on_balloon_pod(balloon_pod("b2", "n2"))
+    assert [r for r, _ in notifier.said] == ["Anchored", "AnchorMoved", "PodMisplaced"]
+    assert kube.annotations == {names.ANNOTATION_ANCHORED_NODE: "n2"}
+    assert memory.get(RUN).annotated == "n2" and memory.get(RUN).misplaced == {"uid-fetch"}

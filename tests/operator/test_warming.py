@@ -6,9 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import pytest
+
+from controller.core.basics import names
 from controller.core.model.tekton import PipelineRun
 from controller.core.placement import warm
 from controller.core.policy import policy
+from controller.kube.client import ApiError
 from controller.kube.clusterview import Facts
 from controller.kube.nodeindex import NodeIndex
 from controller.metrics import Metrics
@@ -17,6 +21,7 @@ from controller.operator.executor import Executor
 from controller.operator.headroom import Warming
 from controller.settings import Settings
 from tests import factories
+from tests.operator import test_placement as placement_tests
 
 MAVEN = "docker.io/library/maven:3"
 GB = 10**9
@@ -100,3 +105,37 @@ def test_an_anchored_run_is_counted_and_its_pipeline_s_node_remembered() -> None
     assert samples[("tekton_coscheduler_warm_cache_runs_total", ("miss",))] == 1
     assert samples[("tekton_coscheduler_warm_image_bytes_total", ("held",))] == GB
     assert samples[("tekton_coscheduler_warm_image_bytes_total", ("to_pull",))] == GB
+
+
+class PlacementKube(placement_tests.Kube):
+    def __init__(self, refuse: bool = False) -> None:
+        super().__init__()
+        self.refuse, self.patched = refuse, []
+
+    def patch_policy_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        if self.refuse:
+            raise ApiError(status=403, reason="Forbidden")
+        self.patched.append((namespace, name, status))
+
+
+@pytest.mark.parametrize("refused", [False, True])
+def test_a_run_anchored_remembers_its_pipeline_s_node_through_its_plan_and_says_what_is_warm(
+    refused: bool,
+) -> None:
+    """The policy status is written as a step of the balloon pod's plan, before the Anchored
+    Event; a write refused is logged, and the run is said Anchored and annotated all the same."""
+    kube, metrics = PlacementKube(refused), Metrics()
+    warming = Warming(Executor(kube, None), None, View(facts(policy.Warm(pipeline_cache=True))), metrics, NodeIndex(metrics))  # type: ignore[arg-type]
+    warming.nodes.on_node(node("a", (MAVEN, GB)))
+    noted = warm.Warmth(frozenset({MAVEN}), sizes={MAVEN: GB}, cache_key="inline:x")
+    kube.annotations = {warm.ANNOTATION: noted.annotation()}
+    notifier = placement_tests.Notifier()
+    placement = placement_tests.placement_of(kube, notifier, warming=warming)
+    placement.on_balloon_pod(placement_tests.balloon_pod("b1", "a"))
+    assert notifier.said == [("Anchored", "the run's pods go to node a: 1.0 GB of the run's "
+                              "1.0 GB of images already there; its pipeline's first run here: "
+                              "its caches start cold")]
+    assert kube.annotations[names.ANNOTATION_ANCHORED_NODE] == "a"
+    if not refused:
+        [(namespace, name, status)] = kube.patched
+        assert (namespace, name, status["warmNodes"]["inline:x"]["node"]) == ("team-a", "warm", "a")
