@@ -110,7 +110,8 @@ def test_an_anchored_run_is_counted_and_its_pipeline_s_node_remembered() -> None
 class PlacementKube(placement_tests.Kube):
     def __init__(self, refuse: bool = False) -> None:
         super().__init__()
-        self.refuse, self.patched = refuse, []
+        self.refuse = refuse
+        self.patched: list[tuple[str, str, dict[str, Any]]] = []
 
     def patch_policy_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         if self.refuse:
