@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 
-from controller.core.basics import names, quantity
+from controller.core.basics import actions, names, quantity
 from controller.core.basics.actions import (
     Count,
     DeleteBalloon,
@@ -31,7 +31,6 @@ from controller.core.basics.actions import (
     Remember,
     ReplanBalloon,
     Say,
-    WritePolicyStatus,
 )
 from controller.core.basics.notices import Notice
 from controller.core.capacity import reservation, roomplan, settle
@@ -104,8 +103,7 @@ class Applier:
                 continue
             if isinstance(action, Count):
                 counter = getattr(self.metrics, action.metric)
-                (counter.labels(**dict(action.labels)) if action.labels else counter).inc(
-                    action.by)
+                (counter.labels(**dict(action.labels)) if action.labels else counter).inc(action.by)
                 continue
             done = self.executor.do(action)
             if isinstance(action, ReleaseGate):
@@ -125,9 +123,9 @@ class Applier:
                     done.get()  # tried again after a backoff (faces/serial.py)
             elif isinstance(action, DeletePod):
                 _room_deleted(action, done)
-            elif isinstance(action, WritePolicyStatus) and (exc := done.api_error) is not None:
-                log.warning("pipeline's warm node not remembered", namespace=action.namespace,
-                            policy=action.name, error=api_message(exc))  # not worth a retry
+            elif isinstance(action, actions.WritePolicyStatus) and done.api_error is not None:
+                bound.warning("pipeline's warm node not remembered", policy=action.name,
+                              error=api_message(done.api_error))  # not worth a retry
             elif isinstance(action, MakePod) and done.api_error is not None:
                 return Applied(not unmarked, self._refused(run, ref, action, done))
             else:
