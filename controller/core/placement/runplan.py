@@ -125,11 +125,6 @@ class View:
 class Plan:
     decision: Decision
     ask: Ask | None = None  # read this and plan again, before acting
-    # After the balloon: the run is marked and its reservation tended; else its reservation
-    # pods, if any, go.
-    keeps: bool = False
-    # The run has, or is to have, a balloon (core/placement/reconcile.anchors).
-    anchors: bool = True
     # What carries the decision out, in order, and the run's memory where it changes (marked
     # by this process, once its marks are done; its reservation's last act). Applied one by one
     # (operator/apply.py): a failure the work queue may mend ends it there, and the run is
@@ -150,9 +145,11 @@ def plan(view: View) -> Plan:
         return Plan(decision, Ask.BALLOON_NODE)
     if decision.verb in (Verb.CREATE, Verb.UPDATE) and not view.newest and Ask.RUN not in asked:
         return Plan(decision, Ask.RUN)
+    # It keeps a balloon: after it, the run is marked and its reservation tended; else its
+    # reservation pods, if any, go.
     keeps = decision.verb in (Verb.CREATE, Verb.UPDATE, Verb.KEEP) or bool(decision.manifest)
     if keeps and Ask.ROOM not in asked:
-        return Plan(decision, Ask.ROOM, keeps=True)
+        return Plan(decision, Ask.ROOM)
     # What the observation found worth saying is said first, as the decision's own notices.
     decision = replace(decision, notices=observed.notices + decision.notices)
     run = observed.run
@@ -173,7 +170,7 @@ def plan(view: View) -> Plan:
         acts += room.actions
     if not keeps:  # no balloon to follow: its reservation pods go
         acts += roomplan.release(view.rooms, decision.why)
-    return Plan(decision, keeps=keeps, anchors=anchors(observed), actions=tuple(acts), room=room,
+    return Plan(decision, actions=tuple(acts), room=room,
                 requeue_after=room.requeue_after if room else None,
                 replan=room.replan if room else False)
 
