@@ -207,3 +207,17 @@ def test_a_run_that_is_to_have_no_balloon_lets_its_held_pods_go_first() -> None:
                             gate.release_placeholder("n1", False), factories.RUN_UID))
     anchored = runplan.plan(view(observe(), gated=(gated,), placeholders=(held,), host="n1"))
     assert not any(isinstance(a, actions.ReleaseGate) for a in anchored.actions)
+
+
+def test_a_run_whose_anchor_waits_for_tekton_s_resolvers_is_remembered_so_and_looked_at_when_its_hold_ends(
+) -> None:
+    waiting = replace(observe(), resolving="task build")
+    planned = runplan.plan(view(waiting, hold_left=30.0))
+    assert planned.decision.verb is Verb.NONE  # its peak is not known yet
+    assert planned.actions == (actions.Remember(factories.RUN_UID, {"resolving": True}),)
+    assert planned.requeue_after == 30.5
+    again = runplan.plan(view(waiting, hold_left=12.0, resolving=True))
+    assert again.actions == () and again.requeue_after == 12.5  # remembered already
+    resolved = runplan.plan(view(observe(), resolving=True))
+    assert resolved.actions[0] == actions.Remember(factories.RUN_UID, {"resolving": False})
+    assert resolved.requeue_after is None and "MakeBalloon" in kinds(resolved)
