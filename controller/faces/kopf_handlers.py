@@ -10,6 +10,7 @@ no state on the watched object (see shared notes), and deletions are left to own
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import kopf
@@ -17,6 +18,7 @@ import structlog
 
 from controller.core.basics import names
 from controller.kube import connection
+from controller.operator.policies import status_key
 from controller.operator.runs import Operator
 
 log = structlog.get_logger(__name__)
@@ -42,6 +44,10 @@ def _op(memo: Any) -> Operator:
 @kopf.on.event(names.POLICY_GROUP, names.POLICY_VERSION, names.POLICY_PLURAL, registry=registry)
 def policy_event(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
     if type != "DELETED":
-        # Checked first against the watch's copies: the leader's own status writes (where a
-        # pipeline last ran) change nothing that is reported, and ask for nothing.
-        _op(memo).policies.report(body, cached=True)
+        # Put on the work queue under the policy's key, as the resync's look at it: one worker
+        # at a time keeps its status, from the view's newest copy (checked first: the leader's
+        # own status writes, where a pipeline last ran, change nothing reported, ask nothing).
+        op, meta = _op(memo), body.get("metadata") or {}
+        ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        key = status_key(ns, name)  # its slot too: one look waiting is enough
+        op.soon(key, key, functools.partial(op.policies.look, ns, name))

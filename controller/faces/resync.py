@@ -30,6 +30,7 @@ from controller.core.capacity import roomplan
 from controller.core.model import tekton
 from controller.faces import placeholders
 from controller.kube import errors
+from controller.operator.policies import status_key
 from controller.operator.runs import Operator
 
 log = structlog.get_logger(__name__)
@@ -102,8 +103,8 @@ class Resync:
         op.metrics.balloons_active.set(len(balloons))
         for obj in op.view.facts.policy_objects:
             meta = obj.get("metadata") or {}
-            self._soon(f"policy/{meta.get('namespace')}/{meta.get('name')}",
-                       functools.partial(op.policies.report, obj, cached=True))
+            ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+            self._soon(status_key(ns, name), functools.partial(op.policies.look, ns, name))
         op.settled.next_round()
         op.metrics.resync_rounds.inc()
         self.last_round = time.monotonic()

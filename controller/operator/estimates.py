@@ -21,7 +21,7 @@ from controller.core.model import podrequests, resolution, tekton
 from controller.kube.caches import Caches
 from controller.kube.clusterview import Facts
 from controller.kube.podindex import PodIndex
-from controller.operator.memory import Later, Memories
+from controller.operator.memory import Memories
 
 
 class Estimates:
@@ -88,13 +88,7 @@ class Estimates:
 #
 # A held run is reconciled again when a ResolutionRequest it owns changes, when Tekton
 # writes the run's status (its pipeline resolved, its TaskRuns made), and when its hold ends
-# (work put for later under its key).
-
-# Seconds from a run's creation after which its anchor no longer waits for resolution (and the
-# tasks still unresolved count as the policy's unknownTask). Tekton fails a request after a
-# minute (config-defaults default-maximum-resolution-timeout), and makes no TaskRun before
-# every task is resolved, so a longer hold would not have kept any pod waiting either.
-HOLD = 120.0
+# (its plan's requeue_after, core/placement/runplan.py; the plan remembers that it waits).
 
 
 def task_reader(caches: Caches | None, namespace: str, src: Sources) -> Reader:
@@ -115,11 +109,9 @@ class Resolving:
         live: Callable[[str], Mapping[str, Any] | None],
         reconcile: Callable[[Mapping[str, Any]], object],
         memory: Memories,
-        later: Later | None = None,
     ) -> None:
         self.live = live
         self.reconcile = reconcile
-        self.later = later
         self.memory = memory  # RunMemory.resolving: the run's anchor waits
         if caches is not None:
             caches.listen(RESOLUTION_REQUESTS, self.on_request)
@@ -152,20 +144,10 @@ class Resolving:
 
     def pending(self, run: tekton.PipelineRun, src: Sources) -> str | None:
         """What Tekton still resolves for the run, while its anchor may wait for it (read by
-        the observation: what waits is recorded by `hold`, once the run is decided)."""
+        the observation: that it waits is remembered by the run's plan)."""
         why = self._look(run, src)[1]
-        made = parse_time(run.created)
-        young = made is None or (datetime.now(UTC) - made).total_seconds() < HOLD
-        return why if why and young else None
-
-    def hold(self, run: tekton.PipelineRun, why: str | None) -> None:
-        """The run's anchor waits for what Tekton resolves (`why`), or no longer does: a
-        ResolutionRequest's event looks at the runs that wait, and so does the hold's end."""
-        self.memory.set(run.uid, resolving=bool(why))
-        made = parse_time(run.created)
-        if why and made is not None and self.later is not None:
-            left = HOLD - (datetime.now(UTC) - made).total_seconds()
-            self.later(run.uid, "resolution", lambda: self._look_again(run.uid), left + 0.5)
+        left = resolution.hold_left(run.created, datetime.now(UTC))
+        return why if why and (left is None or left > 0) else None
 
     def _look_again(self, uid: str) -> None:
         body = self.live(uid)

@@ -11,15 +11,12 @@ from typing import Any
 import structlog
 
 from controller.core.admission import admission_policy
-from controller.core.basics import names
 from controller.core.basics.actions import (
     DeleteBinding,
     MakeBinding,
     ReplaceBinding,
-    Say,
     WritePolicyStatus,
 )
-from controller.core.basics.notices import Notice
 from controller.core.policy import policystatus
 from controller.kube.admission_policies import AdmissionPolicies
 from controller.kube.client import ApiError, Kube, api_message
@@ -27,6 +24,11 @@ from controller.kube.clusterview import ClusterView, Facts
 from controller.metrics import Metrics
 from controller.operator.executor import Executor
 from controller.settings import Settings
+
+
+def status_key(namespace: str, name: str) -> str:
+    """The work queue's key of a policy's status: its event's and the resync's work on it."""
+    return f"policy/{namespace}/{name}"
 
 
 class Policies:
@@ -55,6 +57,15 @@ class Policies:
                 if (o.get("metadata") or {}).get("namespace") == ns
             ]
         report(self.settings, self.kube, self.executor, obj, neighbours)
+
+    def look(self, namespace: str, name: str) -> None:
+        """The policy's status kept, from the view's copy as it is when this work runs: the
+        newest this replica holds (kopf's event of it may come first, and a resync round read
+        it earlier). Work under the policy's key (faces/kopf_handlers.py, faces/resync.py)."""
+        for obj in self.view.facts.policy_objects:
+            meta = obj.get("metadata") or {}
+            if (meta.get("namespace"), meta.get("name")) == (namespace, name):
+                self.report(obj, cached=True)
 
     def _in_effect(self, obj: Mapping[str, Any]) -> bool:
         meta = obj.get("metadata") or {}
@@ -87,19 +98,10 @@ def report(
         return
     # A fresh list rather than our watch's copy, which may not have seen a policy just made.
     neighbours = kube.list_policies(meta.get("namespace", ""))
-    problems = policystatus.problems_of(base, obj, neighbours)
-    status = policystatus.wanted_status(obj, problems, now)
-    if status is None:
-        return
-    executor.do(WritePolicyStatus(meta.get("namespace", ""), meta.get("name", ""), status)).get()
-    if problems:
-        involved = {
-            "apiVersion": f"{names.POLICY_GROUP}/{names.POLICY_VERSION}",
-            "kind": names.POLICY_KIND,
-            "metadata": meta,
-        }
-        notice = Notice(f"Policy{problems[0].reason}", problems[0].message)
-        executor.do(Say(involved, notice, (meta.get("uid"), meta.get("generation"))))
+    for action in policystatus.plan(base, obj, neighbours, now):
+        done = executor.do(action)
+        if isinstance(action, WritePolicyStatus):
+            done.get()  # tried again after a backoff (faces/serial.py); said after it is written
 
 
 # -- policy mode: the bindings ---------------------------------------------------------------------

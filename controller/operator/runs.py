@@ -9,13 +9,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 
 from controller.core.basics import names
 from controller.core.capacity import nodes, roomplan
-from controller.core.model import tekton
+from controller.core.model import resolution, tekton
 from controller.core.placement import balloon, reconcile, runplan
 from controller.core.placement.reconcile import Verb
 from controller.core.placement.runplan import Ask
@@ -77,7 +78,7 @@ class Operator:
         self.budgets = Budgets(self.executor, caches)
         # A run's plan, or its reservation's part, applied through the executor.
         self.applier = Applier(self.executor, metrics, self.budgets, self.index, self.memory,
-                               self._room_later)
+                               self._look_later)
         self.placement = Placement(kube, metrics, self.applier, self.index, self.memory,
                                    self.balloon_of, self.warming, self.later)
         self.gates = Gates(self.executor, self.index, metrics, self.memory, self.node_index)
@@ -88,7 +89,7 @@ class Operator:
                                    self.live.claims_tekton_makes, self.later)
         # What a ResolutionRequest's event wakes (in the caches' watch thread) goes on the work
         # queue: nudge, not reconcile.
-        resolving = Resolving(caches, self.live.get, self.nudge, self.memory, self.later)
+        resolving = Resolving(caches, self.live.get, self.nudge, self.memory)
         self.estimates = Estimates(caches, self.index, resolving, self.memory)
         headroom = Headroom(settings, caches, self.index, self.estimates.known, self.live.runs,
                             self.memory, self.node_index.nodes, kube)
@@ -127,9 +128,8 @@ class Operator:
 
     def soon(self, run_uid: str, slot: Hashable, act: Callable[[], None],
              seconds: float = 0.0) -> None:
-        """Work of a run on the work queue under its key, at once or in `seconds` (one worker
-        at a time acts on a run, a failure is retried there); without a queue (unit tests),
-        done in place, and a later one not at all (the tests ask for it themselves)."""
+        """Work of a run on the work queue under its key, at once or in `seconds` (one worker at
+        a time acts on a run); without a queue (unit tests), done in place, a later one not."""
         if self.enqueue is not None:
             self.enqueue(run_uid, slot, act, seconds)
         elif seconds == 0.0:
@@ -138,8 +138,6 @@ class Operator:
     def later(self, run_uid: str, slot: str, act: Callable[[], None], seconds: float) -> None:
         """A wait of the run, as work put for later under its key (operator/memory.later)."""
         later(self.memory, self.soon, run_uid, slot, act, seconds)
-
-    # -- reservation pods (operator/capacity.py) ----------------------------------------------
 
     def tend_room(self, run_uid: str) -> None:
         """The live run's reservation step alone (its pods' events): planned from its part of
@@ -155,11 +153,12 @@ class Operator:
         if self.applier.apply(run, planned.actions, planned).replan:
             self.nudge(body)  # its balloon is not to wait for a reservation: planned again
 
-    def _room_later(self, run_uid: str, seconds: float) -> None:
-        self.later(run_uid, "room", lambda: self._room_due(run_uid), seconds)
+    def _look_later(self, run_uid: str, seconds: float) -> None:
+        """A plan's requeue_after: the run looked at again then (once, the soonest kept)."""
+        self.later(run_uid, "look", lambda: self._due(run_uid), seconds)
 
-    def _room_due(self, run_uid: str) -> None:
-        """Its reservation's wait ran out: tended (looked at before it has a balloon)."""
+    def _due(self, run_uid: str) -> None:
+        """Its wait ran out: looked at anew before it has a balloon, else its reservation tended."""
         if (body := self._without_balloon(run_uid)) is not None:
             self.look(body)
         else:
@@ -186,8 +185,6 @@ class Operator:
             self.nudge(body)  # the scout found room: now the balloon is made, beside it
         else:
             self.tend_room(uid)
-
-    # -- nodes ----------------------------------------------------------------------------------
 
     def on_node(self, node: Mapping[str, Any], deleted: bool = False) -> None:
         """Kept once, in the node index; then the anchors on the node are looked at."""
@@ -263,11 +260,11 @@ class Operator:
                       name=existing["metadata"]["name"], namespace=run.namespace)
             return reconcile.Decision(Verb.NONE, "name taken")
         observed, src = self.observer.observe(run, facts, existing, serves)
-        if existing is None:  # a ResolutionRequest's event wakes the runs whose anchor waits
-            self.estimates.resolving.hold(run, observed.resolving)
         view = runplan.View(observed, newest, self.marks.marking(run, facts), existing,
                             self.budgets.kept(run.namespace), self.capacity.rooms(run.uid),
-                            **self.gates.held(run.uid))
+                            **self.gates.held(run.uid),
+                            resolving=self.memory.get(run.uid).resolving,
+                            hold_left=resolution.hold_left(run.created, datetime.now(UTC)))
         while (planned := runplan.plan(view)).ask is not None:
             view = replace(view, asked=view.asked | {planned.ask})
             if planned.ask is Ask.BALLOON_NODE:  # asked of the API server once per run
@@ -282,6 +279,8 @@ class Operator:
                 return self._decide_again(run, fresh)  # the body was old: decided on the new
         decision = planned.decision
         applied = self.applier.apply(run, planned.actions, planned.room)
+        if planned.requeue_after is not None:  # time alone may change its plan then
+            self._look_later(run.uid, planned.requeue_after)
         if applied.replan:  # its balloon is not to wait for a reservation: planned again
             self.nudge(body)
         live = self.live.reconciled(run.uid)

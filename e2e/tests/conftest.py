@@ -260,13 +260,10 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 # -- Tekton's affinity assistant ---------------------------------------------------------------
 
-SHIPPED = "shipped"  # Tekton's feature flags as Tekton ships them: coschedule: workspaces
-
-
 @pytest.fixture
 def assistant_mode(cluster: ClusterHandle, coscheduler: Coscheduler,
                    request: pytest.FixtureRequest) -> Iterator[str | None]:
-    """Tekton's assistant in the scenario's mode (a `coschedule` value, or SHIPPED: Tekton's
+    """Tekton's assistant in the scenario's mode (a `coschedule` value, or SHIPPED_MODE: Tekton's
     feature flags untouched), and the suite's default again after it, each once Tekton's
     controller and the operator act on it; None: the suite's default throughout."""
     mode = request.param
@@ -281,8 +278,8 @@ def assistant_mode(cluster: ClusterHandle, coscheduler: Coscheduler,
 
 
 def switch_assistant(cluster: ClusterHandle, coscheduler: Coscheduler, mode: str | None) -> None:
-    """mode: a `coschedule` value, SHIPPED, or None (the suite's default)."""
-    flags = (tekton_cluster.SHIPPED if mode == SHIPPED
+    """mode: a `coschedule` value, SHIPPED_MODE, or None (the suite's default)."""
+    flags = (tekton_cluster.SHIPPED if mode == tekton_cluster.SHIPPED_MODE
              else {"coschedule": mode} if mode else None)
     tekton_cluster.configure(cluster, flags)
     now = tekton_cluster.suite_mode(flags)

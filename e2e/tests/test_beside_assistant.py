@@ -13,9 +13,9 @@ from controller.core.model.assistant import pinned_to_assistant
 from controller.core.placement.gate import PLACEHOLDER_GATE
 from e2e.harness import tekton_runs as tr
 from e2e.harness.cluster import ClusterHandle
+from e2e.harness.cluster.tekton import SHIPPED_MODE
 from e2e.harness.runs import Runs, assert_co_located, our_terms
 from e2e.harness.tekton_runs import FAN_OUT, FETCH, PUBLISH, PodSeen
-from e2e.tests.conftest import SHIPPED
 
 pytestmark = pytest.mark.e2e
 
@@ -35,7 +35,7 @@ def placeholders(runs: Runs, run: dict[str, Any]) -> list[PodSeen]:
 @pytest.mark.parametrize(
     "assistant_mode",
     # Tekton's defaults (`workspaces`) in the core subset every matrix cell runs.
-    [pytest.param(SHIPPED, marks=pytest.mark.matrix), "pipelineruns", "isolate-pipelinerun"],
+    [pytest.param(SHIPPED_MODE, marks=pytest.mark.matrix), "pipelineruns", "isolate-pipelinerun"],
     indirect=True)
 def test_with_the_assistant_on_opted_in_runs_are_ours_and_the_others_tekton_s(
     cluster: ClusterHandle, assistant_mode: str, runs: Runs, unlabelled: Runs

@@ -11,16 +11,16 @@ import pytest
 
 from e2e.harness import capacity, faults, resolver
 from e2e.harness import tekton_runs as tr
+from e2e.harness.cluster.tekton import SHIPPED_MODE
 from e2e.harness.coscheduler import Coscheduler
 from e2e.harness.faults import Pool
 from e2e.harness.runs import Runs
-from e2e.tests.conftest import SHIPPED
 
 pytestmark = [pytest.mark.e2e]
 
 # And beside Tekton's affinity assistant as Tekton ships it (issue 48): its placeholder follows
 # the balloon, which follows the scout.
-@pytest.mark.parametrize("assistant_mode", [None, SHIPPED], indirect=True,
+@pytest.mark.parametrize("assistant_mode", [None, SHIPPED_MODE], indirect=True,
                          ids=["assistant off", "assistant as shipped"])
 def test_a_run_is_anchored_where_its_widest_layer_fits_and_that_layer_starts_together(
     runs: Runs, pool: Pool, coscheduler: Coscheduler, assistant_mode: str | None

@@ -136,7 +136,7 @@ def test_a_scout_s_waits_running_out_are_work_the_run_put_for_later_under_its_ke
     [scout] = kube.pods.values()
     # Made: looked at again in 10 s, should the watch never show it (core/capacity/settle.py).
     [(key, slot, seconds, again)] = put
-    assert (key, slot) == (UID, ("later", "room")) and settle.SETTLE_MAX - 1 < seconds <= 10
+    assert (key, slot) == (UID, ("later", "look")) and settle.SETTLE_MAX - 1 < seconds <= 10
 
     def shown(age: float) -> dict[str, Any]:
         made = (datetime.now(UTC) - timedelta(seconds=age)).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -146,7 +146,7 @@ def test_a_scout_s_waits_running_out_are_work_the_run_put_for_later_under_its_ke
     operator.capacity.on_room_pod(shown(0), deleted=False)  # the watch shows it, pending
     again()  # the queue's worker, 10 s on
     [(key, slot, seconds, again)] = put[1:]  # said waiting for room at 20 s
-    assert (key, slot) == (UID, ("later", "room")) and 18 < seconds <= 20.5
+    assert (key, slot) == (UID, ("later", "look")) and 18 < seconds <= 20.5
     operator.look(body)  # an event of the run: the same wait, not put twice
     assert len(put) == 2
     operator.capacity.on_room_pod(shown(21), deleted=False)  # 21 s on, no event of the run
@@ -154,7 +154,7 @@ def test_a_scout_s_waits_running_out_are_work_the_run_put_for_later_under_its_ke
     again()
     assert [r for r, _ in kube.events if r == "WaitingForRoom"] == ["WaitingForRoom"]
     [(key, slot, seconds, _)] = put[2:]  # and the next: the scout asks for half at 60 s
-    assert (key, slot) == (UID, ("later", "room")) and 37 < seconds <= 39.5
+    assert (key, slot) == (UID, ("later", "look")) and 37 < seconds <= 39.5
 
 
 def test_a_run_of_tasks_without_requests_is_anchored_by_the_balloon_alone() -> None:

@@ -53,3 +53,14 @@ def test_ready_is_written_only_once_the_view_holds_that_generation() -> None:
     [status] = kube.written
     assert status["observedGeneration"] == 2
     assert [c["status"] for c in status["conditions"] if c["type"] == "Ready"] == ["True"]
+
+
+def test_a_look_at_a_policy_keeps_its_status_from_the_view_s_newest_copy() -> None:
+    kube, view = Kube(), View(Facts(policy_objects=(policy(3),)))
+    policies = Policies(Settings(), kube, Executor(kube, None), Metrics(), view)  # type: ignore[arg-type]
+    kube.policies = [policy(3)]
+    policies.look("team-a", "other")  # not in the view (deleted, or not seen yet): nothing
+    assert kube.written == []
+    policies.look("team-a", "p")  # whatever generation an earlier event or round read
+    [status] = kube.written
+    assert status["observedGeneration"] == 3

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from controller.core.capacity import reservation
+from controller.core.model.resolution import HOLD
 from controller.core.policy.policy import Capacity, PolicyResolution
-from controller.operator.estimates import HOLD
 from tests import factories
 from tests.operator.test_capacity import BUILDS
 from tests.operator.test_runs import make
@@ -146,7 +146,7 @@ def test_a_hold_s_end_is_work_the_run_put_for_later_and_then_it_anchors_with_wha
     operator.reconcile_run(body)  # looked at again while it waits: not put twice
     assert kube.statefulsets == {}  # its tasks are being resolved
     [(key, slot, seconds, act)] = put
-    assert (key, slot) == (factories.RUN_UID, ("later", "resolution")) and 29 < seconds <= 31.5
+    assert (key, slot) == (factories.RUN_UID, ("later", "look")) and 29 < seconds <= 31.5
     made = datetime.now(UTC) - timedelta(seconds=HOLD + 1)  # as it is when the work comes
     body["metadata"]["creationTimestamp"] = made.strftime("%Y-%m-%dT%H:%M:%SZ")
     act()

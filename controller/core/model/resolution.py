@@ -20,16 +20,24 @@ import binascii
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeGuard
 
 import yaml
 
+from controller.core.basics.times import parse_time
 from controller.core.model.tekton import PipelineRun
 
 GROUP, VERSION, PLURAL = "resolution.tekton.dev", "v1beta1", "resolutionrequests"
 LABEL_RESOLVER = "resolution.tekton.dev/type"
 MAX_DATA = 1 << 20  # characters of base64: more than etcd keeps in one object
 RESOLVING, RESOLVED, FAILED = "resolving", "resolved", "failed"
+
+# Seconds from a run's creation after which its anchor no longer waits for resolution (and the
+# tasks still unresolved count as the policy's unknownTask). Tekton fails a request after a
+# minute (config-defaults default-maximum-resolution-timeout), and makes no TaskRun before
+# every task is resolved, so a longer hold would not have kept any pod waiting either.
+HOLD = 120.0
 
 
 @dataclass(frozen=True)
@@ -143,3 +151,10 @@ def pending(run: PipelineRun, requests: Iterable[Request],
         if remote(ref) and all(r.state == RESOLVING for r in _matching(ref, requests)):
             return f"task {task.get('name')}"
     return None
+
+
+def hold_left(created: str | None, now: datetime) -> float | None:
+    """Seconds until a run made at `created` (its creationTimestamp) no longer waits for what
+    Tekton resolves (at most HOLD; none left once negative); None when that is not known."""
+    made = parse_time(created)
+    return None if made is None else HOLD - (now - made).total_seconds()

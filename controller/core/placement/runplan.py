@@ -119,17 +119,16 @@ class View:
     # the decision it was read for, not taken twice.
     room: roomplan.RoomView | None = None
     decided: Decision | None = None
+    # Its memory says its anchor waits for what Tekton resolves (RunMemory.resolving), and the
+    # seconds until that wait ends (core/model/resolution.hold_left; None: not known).
+    resolving: bool = False
+    hold_left: float | None = None
 
 
 @dataclass(frozen=True)
 class Plan:
     decision: Decision
     ask: Ask | None = None  # read this and plan again, before acting
-    # After the balloon: the run is marked and its reservation tended; else its reservation
-    # pods, if any, go.
-    keeps: bool = False
-    # The run has, or is to have, a balloon (core/placement/reconcile.anchors).
-    anchors: bool = True
     # What carries the decision out, in order, and the run's memory where it changes (marked
     # by this process, once its marks are done; its reservation's last act). Applied one by one
     # (operator/apply.py): a failure the work queue may mend ends it there, and the run is
@@ -150,9 +149,11 @@ def plan(view: View) -> Plan:
         return Plan(decision, Ask.BALLOON_NODE)
     if decision.verb in (Verb.CREATE, Verb.UPDATE) and not view.newest and Ask.RUN not in asked:
         return Plan(decision, Ask.RUN)
+    # It keeps a balloon: after it, the run is marked and its reservation tended; else its
+    # reservation pods, if any, go.
     keeps = decision.verb in (Verb.CREATE, Verb.UPDATE, Verb.KEEP) or bool(decision.manifest)
     if keeps and Ask.ROOM not in asked:
-        return Plan(decision, Ask.ROOM, keeps=True)
+        return Plan(decision, Ask.ROOM)
     # What the observation found worth saying is said first, as the decision's own notices.
     decision = replace(decision, notices=observed.notices + decision.notices)
     run = observed.run
@@ -173,9 +174,26 @@ def plan(view: View) -> Plan:
         acts += room.actions
     if not keeps:  # no balloon to follow: its reservation pods go
         acts += roomplan.release(view.rooms, decision.why)
-    return Plan(decision, keeps=keeps, anchors=anchors(observed), actions=tuple(acts), room=room,
-                requeue_after=room.requeue_after if room else None,
+    waits, hold = _resolution(view)
+    return Plan(decision, actions=(*waits, *acts), room=room,
+                requeue_after=_soonest(room.requeue_after if room else None, hold),
                 replan=room.replan if room else False)
+
+
+def _resolution(view: View) -> tuple[list[Planned], float | None]:
+    """A run with no balloon yet may wait for what Tekton resolves: remembered where that
+    changes (a ResolutionRequest's event looks again at the runs that wait), and looked at
+    again when its hold ends (then anchored with what is known)."""
+    if view.existing is not None:
+        return [], None
+    waits = bool(view.observed.resolving)
+    remember: list[Planned] = ([] if waits is view.resolving
+                               else [Remember(view.observed.run.uid, {"resolving": waits})])
+    return remember, (view.hold_left + 0.5 if waits and view.hold_left is not None else None)
+
+
+def _soonest(*seconds: float | None) -> float | None:
+    return min((s for s in seconds if s is not None), default=None)
 
 
 def _balloon(run: tekton.PipelineRun, decision: Decision, view: View) -> list[Planned]:

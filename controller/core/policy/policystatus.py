@@ -1,10 +1,14 @@
-"""Pure: the status a CoschedulingPolicy should carry: Ready, or why not."""
+"""Pure: the status a CoschedulingPolicy should carry: Ready, or why not; and the plan that
+keeps it (the status written, the first problem said on the policy)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from controller.core.basics import names
+from controller.core.basics.actions import Say, WritePolicyStatus
+from controller.core.basics.notices import Notice
 from controller.core.policy import policy
 
 
@@ -47,3 +51,23 @@ def wanted_status(
             }
         ],
     }
+
+
+def plan(base: policy.EffectivePolicy, obj: Mapping[str, Any],
+         neighbours: Sequence[Mapping[str, Any]], now: str) -> tuple[WritePolicyStatus | Say, ...]:
+    """What keeps the policy's status true among `neighbours` (the namespace's policies as the
+    API server lists them): nothing when it says so already; else the status written, then its
+    first problem said on the policy, once per generation."""
+    meta = obj.get("metadata") or {}
+    problems = problems_of(base, obj, neighbours)
+    status = wanted_status(obj, problems, now)
+    if status is None:
+        return ()
+    write = WritePolicyStatus(str(meta.get("namespace") or ""), str(meta.get("name") or ""),
+                              status)
+    if not problems:
+        return (write,)
+    involved = {"apiVersion": f"{names.POLICY_GROUP}/{names.POLICY_VERSION}",
+                "kind": names.POLICY_KIND, "metadata": meta}
+    notice = Notice(f"Policy{problems[0].reason}", problems[0].message)
+    return write, Say(involved, notice, (meta.get("uid"), meta.get("generation")))

@@ -29,6 +29,9 @@ DEFAULT_FEATURE_FLAGS: dict[str, str] = {} if AS_SHIPPED else {"coschedule": "di
 # Passed to configure: Tekton's feature-flags ConfigMap exactly as Tekton ships it, whatever the
 # suite's default (compared by identity).
 SHIPPED: Mapping[str, str] = MappingProxyType({})
+# A scenario's assistant mode (the assistant_mode fixture, e2e/tests/conftest.py) that stands for
+# SHIPPED beside the `coschedule` values.
+SHIPPED_MODE = "shipped"
 # The coschedule values under which Tekton makes assistants, and the annotation it then puts on
 # each TaskRun of a run with a claim workspace (pkg/workspace/affinity_assistant_names.go).
 ASSISTANT_MODES = ("workspaces", "pipelineruns", "isolate-pipelinerun")

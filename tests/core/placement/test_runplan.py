@@ -76,7 +76,8 @@ def test_a_balloon_made_from_a_body_that_may_be_old_asks_for_the_run_first() -> 
     asked = runplan.plan(view(observed, newest=False))
     assert asked.ask is Ask.RUN
     planned = runplan.plan(view(observed, False, frozenset({Ask.RUN})))
-    assert planned.ask is None and planned.decision.verb is Verb.CREATE and planned.keeps
+    assert planned.ask is None and planned.decision.verb is Verb.CREATE
+    assert "MakeBalloon" in kinds(planned)
 
 
 def test_a_template_replaced_asks_first_where_the_balloon_pod_is_bound() -> None:
@@ -98,7 +99,8 @@ def test_what_the_observation_found_is_said_before_the_decision_s_own(finished: 
                        notices=(said,))
     planned = runplan.plan(view(observed))
     assert planned.decision.notices[:1] == (said,)
-    assert planned.keeps is not finished  # a run that ended is neither marked nor tended
+    # A run that ended gets no balloon, and is neither marked nor tended.
+    assert ("MakeBalloon" in kinds(planned)) is not finished
 
 
 def ready(body: dict[str, Any]) -> dict[str, Any]:
@@ -142,7 +144,7 @@ def test_a_balloon_deleted_takes_its_reservation_pods_with_it_and_only_those() -
     other = {"metadata": {"name": "balloon-0", "namespace": "team-a", "uid": "b1",
                           "labels": {names.LABEL_COMPONENT: names.COMPONENT_BALLOON}}}
     planned = runplan.plan(view(ended, existing=existing, rooms=(room, other)))
-    assert planned.decision.verb is Verb.DELETE and not planned.keeps
+    assert planned.decision.verb is Verb.DELETE
     assert kinds(planned) == ["DeleteBalloon", "DeletePod"]
     assert planned.actions[-1] == actions.DeletePod("team-a", "room", "r1", grace=0,
                                                    why=planned.decision.why)
@@ -198,7 +200,6 @@ def test_a_run_that_is_to_have_no_balloon_lets_its_held_pods_go_first() -> None:
     opted_out = observe(factories.pipelinerun(
         annotations={"tekton-coscheduler.dev/coschedule": "false"}))
     planned = runplan.plan(view(opted_out, gated=(gated,), placeholders=(held,), host="n1"))
-    assert not planned.anchors
     assert planned.actions[:2] == (
         actions.ReleaseGate("team-a", "build-42-fetch-pod", "p1", gate.release(),
                             factories.RUN_UID),
@@ -206,3 +207,17 @@ def test_a_run_that_is_to_have_no_balloon_lets_its_held_pods_go_first() -> None:
                             gate.release_placeholder("n1", False), factories.RUN_UID))
     anchored = runplan.plan(view(observe(), gated=(gated,), placeholders=(held,), host="n1"))
     assert not any(isinstance(a, actions.ReleaseGate) for a in anchored.actions)
+
+
+def test_a_run_whose_anchor_waits_for_tekton_s_resolvers_is_remembered_so_and_looked_at_when_its_hold_ends(
+) -> None:
+    waiting = replace(observe(), resolving="task build")
+    planned = runplan.plan(view(waiting, hold_left=30.0))
+    assert planned.decision.verb is Verb.NONE  # its peak is not known yet
+    assert planned.actions == (actions.Remember(factories.RUN_UID, {"resolving": True}),)
+    assert planned.requeue_after == 30.5
+    again = runplan.plan(view(waiting, hold_left=12.0, resolving=True))
+    assert again.actions == () and again.requeue_after == 12.5  # remembered already
+    resolved = runplan.plan(view(observe(), resolving=True))
+    assert resolved.actions[0] == actions.Remember(factories.RUN_UID, {"resolving": False})
+    assert resolved.requeue_after is None and "MakeBalloon" in kinds(resolved)

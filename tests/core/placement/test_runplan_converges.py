@@ -45,6 +45,8 @@ class World:
                                                             "labels": labels}}
                 v = replace(v, marking=replace(v.marking, marked=True), observed=replace(
                     v.observed, run=PipelineRun.from_body(body)))
+            elif isinstance(action, actions.Remember) and "resolving" in action.changes:
+                v = replace(v, resolving=action.changes["resolving"])
             elif isinstance(action, actions.DeletePod):
                 v = replace(v, rooms=tuple(p for p in v.rooms
                                            if p["metadata"]["name"] != action.name))
@@ -80,7 +82,8 @@ def views(draw: st.DrawFn) -> runplan.View:
     # Its reservation's view read already, with nothing to tend (core/capacity/roomplan's own
     # tests hold the step).
     return runplan.View(observed, True, marking, budget_kept=draw(st.booleans()), rooms=rooms,
-                        asked=frozenset({Ask.ROOM}))
+                        asked=frozenset({Ask.ROOM}), resolving=draw(st.booleans()),
+                        hold_left=draw(st.sampled_from([None, 30.0])))
 
 
 @settings(max_examples=300, deadline=None)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from controller.core.basics.actions import Say, WritePolicyStatus
 from controller.core.policy import policystatus
 from controller.core.policy.policy import PolicyProblem
 from controller.settings import Settings
@@ -54,3 +55,24 @@ def test_a_newer_policy_is_superseded_even_before_any_list_shows_it() -> None:
     assert policystatus.problems_of(settings.default_policy(), older, [older, newer]) == []
     bad = _named("older", "2026-01-01T00:00:00Z", {"isolation": "always"})
     assert [p.reason for p in policystatus.problems_of(settings.default_policy(), bad, [])] == ["Invalid"]
+
+
+def test_the_plan_writes_the_status_then_says_its_first_problem_once_a_generation() -> None:
+    base = Settings().default_policy()
+    older = _named("older", "2026-01-01T00:00:00Z", {"isolation": "none"})
+    newer = {**_named("newer", "2026-02-01T00:00:00Z", {"isolation": "required"}),
+             "status": {}}
+    newer["metadata"] = {**newer["metadata"], "uid": "u2", "generation": 4}  # type: ignore[dict-item]
+    write, say = policystatus.plan(base, newer, [older, newer], NOW)
+    assert isinstance(write, WritePolicyStatus) and isinstance(say, Say)
+    assert (write.namespace, write.name) == ("a", "newer")
+    assert write.status["conditions"][0]["reason"] == "Superseded"
+    assert say.notice.reason == "PolicySuperseded" and say.key == ("u2", 4)
+    assert say.involved["kind"] == "CoschedulingPolicy"
+
+
+def test_the_plan_of_a_policy_whose_status_says_it_already_is_empty() -> None:
+    base = Settings().default_policy()
+    [write] = policystatus.plan(base, policy_obj(), [], NOW)  # Ready: written, nothing said
+    assert isinstance(write, WritePolicyStatus)
+    assert policystatus.plan(base, policy_obj(status=dict(write.status)), [], "later") == ()
