@@ -179,8 +179,8 @@ class AnchorGuard:
 
 
 # -- pods that wait for a node ---------------------------------------------------------------------
-# A Warning once past the grace period, and the gauges an alert rule reads (core/placement/
-# waiting.py decides, the PodIndex knows who waits).
+# A Warning once past the grace period, and the gauges an alert rule reads: the PodIndex knows
+# who waits, core/placement/waiting.plan decides, the Applier says it.
 
 class WaitingPods:
     def __init__(self, settings: Settings, index: PodIndex, metrics: Metrics, applier: Applier,
@@ -243,11 +243,12 @@ class WaitingPods:
 
 
 # -- balloons whose StatefulSet made no pod --------------------------------------------------------
-# Said on their run by the resync with the StatefulSet controller's words (core/placement/
-# waiting.no_pod decides). In a burst that controller takes its time (1,000 runs at once: 17 to
-# 40 s a pod): a round lists a namespace's FailedCreate Events once for all its waiting
-# balloons, and a balloon's pods, StatefulSet and run only before a Warning is said (the pod
-# watch may lag behind, the round's view behind the run's end: never a false alarm).
+# Said on their run by a sweep the resync puts on the queue, with the StatefulSet controller's
+# words (core/placement/waiting.no_pod_plan decides, asking for what it reads). In a burst that
+# controller takes its time (1,000 runs at once: 17 to 40 s a pod): a round lists a namespace's
+# FailedCreate Events once for all its waiting balloons, and a balloon's pods, StatefulSet and
+# run only before a Warning is said (the pod watch may lag behind, the round's view behind the
+# run's end: never a false alarm).
 
 FAILED_CREATE = "FailedCreate"
 
