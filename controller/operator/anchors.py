@@ -28,6 +28,7 @@ from controller.kube.client import ApiError, Kube, api_message
 from controller.kube.nodeindex import NodeIndex
 from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
+from controller.operator.apply import Applier
 from controller.operator.executor import Executor, pipelinerun_ref
 from controller.operator.memory import Later, Memories, Soon, later
 from controller.operator.placement import Placement
@@ -178,17 +179,17 @@ class AnchorGuard:
 
 
 # -- pods that wait for a node ---------------------------------------------------------------------
-# A Warning once past the grace period, and the gauges an alert rule reads (core/placement/
-# waiting.py decides, the PodIndex knows who waits).
+# A Warning once past the grace period, and the gauges an alert rule reads: the PodIndex knows
+# who waits, core/placement/waiting.plan decides, the Applier says it.
 
 class WaitingPods:
-    def __init__(self, settings: Settings, index: PodIndex, metrics: Metrics, executor: Executor,
+    def __init__(self, settings: Settings, index: PodIndex, metrics: Metrics, applier: Applier,
                  tekton_makes: Callable[[str], Collection[str]] = lambda _: (),
                  later: Later | None = None) -> None:
         self.settings = settings
         self.index = index
         self.metrics = metrics
-        self.executor = executor
+        self.applier = applier
         # run uid -> the claims Tekton makes for it: a balloon waiting for one waits for Tekton
         self.tekton_makes = tekton_makes
         # Looks at a run again when its next grace ends (Operator.later); None: whoever calls.
@@ -198,35 +199,34 @@ class WaitingPods:
     def look(self, run_uid: str, now: datetime | None = None) -> None:
         """At each event of a run's pods: each pod that waited past its grace is said (once),
         and the run is looked at again when the next grace ends, as work put for later."""
-        now = now or datetime.now(UTC)
-        soonest: float | None = None
-        for namespace, run_name, pod in self.index.waiting_of(run_uid):
-            grace = (
-                self.settings.balloon_stuck_after if pod.balloon else self.settings.pod_stuck_after
-            )
-            if not (pod.balloon or pod.assistant):
-                # A task pod waits for its anchor first, and what holds the anchor is said on
-                # its own (BalloonUnschedulable, WaitingForRoom, ...): its own grace starts
-                # once the balloon is bound (whose event looks at the run again).
-                anchor = self.index.balloon(run_uid)
-                if anchor is None or anchor.bound_at is None:
-                    continue
-                pod = replace(pod, since=max(pod.since, anchor.bound_at))
-            if (left := waiting.left(pod, now, grace)) > 0:
-                soonest = left if soonest is None else min(soonest, left)
-                continue
-            holds = () if pod.balloon else {r for r, a in self.index.progress(run_uid)[1].items()
-                                            if a > 0}
-            notice = waiting.notice(
-                pod, now, grace, self.tekton_makes(run_uid) if pod.balloon else (), holds
-            )
-            if notice is not None:
-                if pod.balloon:
-                    self.metrics.balloon_problems.labels(reason="unschedulable").inc()
-                self.executor.do(Say(pipelinerun_ref(run_name, namespace, run_uid), notice,
-                                     (run_uid, pod.pod, notice.reason)))
-        if soonest is not None and self.later is not None:
-            self.later(run_uid, "waiting", lambda: self.look(run_uid), soonest + 0.5)
+        view = self.view(run_uid, now or datetime.now(UTC))
+        if view is None:
+            return
+        planned = waiting.plan(view)
+        if planned.actions:
+            self.applier.apply(tekton.PipelineRun.from_body(
+                pipelinerun_ref(view.run_name, view.namespace, run_uid)), planned.actions)
+        if planned.requeue_after is not None and self.later is not None:
+            self.later(run_uid, "waiting", lambda: self.look(run_uid), planned.requeue_after)
+
+    def view(self, run_uid: str, now: datetime) -> waiting.WaitingView | None:
+        """What the run's waiting pods' plan reads (None: none waits), from the pod index and
+        the live run; reads only."""
+        found = self.index.waiting_of(run_uid)
+        if not found:
+            return None
+        namespace, run_name = found[0][0], found[0][1]
+        anchor = self.index.balloon(run_uid)
+        # What only a task pod's notice reads, or only a balloon's, read only when one waits.
+        tasks = any(not pod.balloon for _, _, pod in found)
+        balloons = any(pod.balloon for _, _, pod in found)
+        return waiting.WaitingView(
+            run_uid, namespace, run_name, tuple(pod for _, _, pod in found), now,
+            self.settings.pod_stuck_after, self.settings.balloon_stuck_after,
+            anchor.bound_at if anchor is not None else None,
+            frozenset(r for r, a in self.index.progress(run_uid)[1].items() if a > 0)
+            if tasks else frozenset(),
+            frozenset(self.tekton_makes(run_uid)) if balloons else frozenset())
 
     def count(self, now: datetime | None = None) -> None:
         """Every few seconds, the gauges an alert rule reads: who waits, and the longest wait."""
@@ -243,49 +243,48 @@ class WaitingPods:
 
 
 # -- balloons whose StatefulSet made no pod --------------------------------------------------------
-# Said on their run by the resync with the StatefulSet controller's words (core/placement/
-# waiting.no_pod decides). In a burst that controller takes its time (1,000 runs at once: 17 to
-# 40 s a pod): a round lists a namespace's FailedCreate Events once for all its waiting
-# balloons, and a balloon's pods, StatefulSet and run only before a Warning is said (the pod
-# watch may lag behind, the round's view behind the run's end: never a false alarm).
+# Said on their run by a sweep the resync puts on the queue, with the StatefulSet controller's
+# words (core/placement/waiting.no_pod_plan decides, asking for what it reads). In a burst that
+# controller takes its time (1,000 runs at once: 17 to 40 s a pod): a round lists a namespace's
+# FailedCreate Events once for all its waiting balloons, and a balloon's pods, StatefulSet and
+# run only before a Warning is said (the pod watch may lag behind, the round's view behind the
+# run's end: never a false alarm).
 
 FAILED_CREATE = "FailedCreate"
 
 
 class Unplaced:
-    def __init__(self, settings: Settings, kube: Kube, index: PodIndex, metrics: Metrics,
-                 executor: Executor) -> None:
+    def __init__(self, settings: Settings, kube: Kube, index: PodIndex, applier: Applier) -> None:
         self.settings = settings
         self.kube = kube
         self.index = index
-        self.metrics = metrics
-        self.executor = executor
+        self.applier = applier
 
     def check(self, balloons: Iterable[tuple[tekton.PipelineRun, Mapping[str, Any]]]) -> None:
-        """Each live run's balloon StatefulSet, once a round."""
+        """Each live run's balloon StatefulSet, once a round: its plan
+        (core/placement/waiting.no_pod_plan), its reads as it asks, then applied."""
         now = datetime.now(UTC)
-        grace = self.settings.balloon_stuck_after
         newest = self.index.newest_balloon_pod
         idle = (now - newest).total_seconds() if newest else float("inf")
         failures: dict[str, Mapping[str, list[str]]] = {}  # namespace -> StatefulSet uid -> ...
         for run, sts in balloons:
             meta = sts.get("metadata") or {}
             created = parse_time(meta.get("creationTimestamp"))
-            if created is None or self.index.balloon(run.uid) is not None:
-                continue
-            age = (now - created).total_seconds()
-            if age < grace:
-                continue
-            if run.namespace not in failures:
-                failures[run.namespace] = self.kube.event_messages(
-                    run.namespace, "StatefulSet", FAILED_CREATE)
-            said = failures[run.namespace].get(str(meta.get("uid")), [])
-            notice = waiting.no_pod(age, grace, said, idle)
-            if notice is None or not self._confirmed(run, meta):
-                continue
-            self.metrics.balloon_problems.labels(reason="not-placed").inc()
-            self.executor.do(Say(pipelinerun_ref(run.name, run.namespace, run.uid), notice,
-                                 run.uid))
+            view = waiting.NoPodView(
+                run.uid, run.namespace, run.name,
+                (now - created).total_seconds() if created is not None else None,
+                self.index.balloon(run.uid) is not None, self.settings.balloon_stuck_after, idle)
+            while (planned := waiting.no_pod_plan(view)).ask is not None:
+                if planned.ask is waiting.Ask.FAILURES:
+                    if run.namespace not in failures:  # once a round for all its balloons
+                        failures[run.namespace] = self.kube.event_messages(
+                            run.namespace, "StatefulSet", FAILED_CREATE)
+                    said = failures[run.namespace].get(str(meta.get("uid")), [])
+                    view = replace(view, failures=tuple(said))
+                else:
+                    view = replace(view, confirmed=self._confirmed(run, meta))
+            if planned.actions:
+                self.applier.apply(run, planned.actions)
 
     def _confirmed(self, run: tekton.PipelineRun, meta: Mapping[str, Any]) -> bool:
         """Asked of the API server before a Warning: the pod watch may lag, and the round's view
