@@ -27,6 +27,7 @@ class Kube:
     def __init__(self, pods: list[dict[str, Any]]) -> None:
         self.pods = pods
         self.failing: ApiError | None = None
+        self.refusing: ApiError | None = None  # a deletion's answer
         self.deleted: list[str] = []
 
     def get_pvc(self, namespace: str, name: str) -> None:
@@ -41,6 +42,8 @@ class Kube:
         return self.pods
 
     def delete_pod(self, namespace: str, name: str, uid: str, grace: int | None = None) -> None:
+        if self.refusing is not None:
+            raise self.refusing
         self.deleted.append(name)
 
 
@@ -171,3 +174,13 @@ def test_a_node_s_event_looks_at_its_runs_on_their_keys_and_a_held_anchor_again_
     kube.pods = []  # the task ended
     acts.pop()()  # the look put for later
     assert kube.deleted == [BALLOON_POD]
+
+
+def test_a_balloon_pod_deletion_the_api_server_refuses_is_logged_not_raised() -> None:
+    """The pod gone or replaced already (404, a precondition's 409): nothing to try again, and
+    the look ends as any other."""
+    kube = Kube([])
+    kube.refusing = ApiError(status=404, reason="Not Found")
+    watched = guard(kube)
+    tell(watched, not_ready("n1"))
+    assert watched.memory.get(factories.RUN_UID).moving == ("n1", "NotReady")
