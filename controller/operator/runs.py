@@ -83,8 +83,8 @@ class Operator:
         self.applier = Applier(self.executor, metrics, self.budgets, self.placement, self.memory,
                                self._look_later)
         self.unplaced = Unplaced(settings, kube, self.index, self.applier)
-        self.anchors = AnchorGuard(kube, self.index, self.node_index, self.placement, metrics,
-                                   self.executor, self.memory, self.soon)
+        self.anchors = AnchorGuard(kube, self.index, self.node_index, metrics, self.applier,
+                                   self.memory, self.soon)
         self.waiting = WaitingPods(settings, self.index, metrics, self.applier,
                                    self.live.claims_tekton_makes, self.later)
         # What a ResolutionRequest's event wakes (in the caches' watch thread) goes on the work
