@@ -4,15 +4,20 @@ list of writes it refuses (tests/apisurface.py) covers every call of the operato
 from __future__ import annotations
 
 import inspect
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from controller.core.placement.anchorplan import Ask
 from controller.kube.admission_policies import AdmissionPolicies
 from controller.kube.api import Api
 from controller.kube.client import Kube
 from controller.kube.inspection import Inspection
 from tests import apisurface, factories
+from tests.operator.test_anchors import Kube as AnchorKube
+from tests.operator.test_anchors import guard, not_ready
+from tests.operator.test_placement import task_pod
 from tests.operator.test_runs import MemoryKube
 from tests.readonly import ReadOnly, WriteRefused
 
@@ -85,3 +90,15 @@ def test_a_call_not_known_to_read_raises_and_the_client_cannot_be_changed() -> N
         api.evict_pod("team-a", "x")
     with pytest.raises(WriteRefused):
         api.create_pdb = lambda manifest: True
+
+
+def test_the_view_of_a_run_s_anchor_and_the_reads_its_plan_asks_for_only_read() -> None:
+    """AnchorGuard.view and .read: what a look at a run's anchor reads before its plan."""
+    kube: Any = ReadOnly(AnchorKube([task_pod("fetch", "n1")]))
+    watched = guard(kube)
+    watched.nodes.on_node(not_ready("n1"))
+    view = watched.view(factories.RUN_UID)
+    assert view.pod is not None and view.told
+    listed = watched.read(replace(view, pod=replace(view.pod, claims=("ws",))), Ask.CLAIMS)
+    assert listed.claims == {"ws": "unbound"}
+    assert [p.name for p in watched.read(view, Ask.PODS).listed or ()] == ["build-42-fetch-pod"]

@@ -1,12 +1,13 @@
 """Runs held up, and what is said of them: anchors on nodes that go away, pods that wait for a
 node, balloons with no pod.
 
-A node event (the node index, kube/nodeindex.py) concerns the runs anchored there. For each,
-core/capacity/nodes.py says whether the node can still keep the anchor and
-core/placement/anchor.py whether it moves: its balloon pod is deleted (no grace on a node that
-will not confirm) and Placement says AnchorMoved once the new one is bound; or it stays, said on
-the run (AnchorNodeUnavailable) and looked at again every few seconds. A move is confirmed with
-the run's pods as the API server has them: a new leader's pod index may not show a task yet.
+A node event (the node index, kube/nodeindex.py) concerns the runs anchored there. Each is
+looked at on the work queue under its key: its anchor as the indexes show it, planned by
+core/placement/anchorplan.py (whether the node can still keep it and, if not, whether it moves:
+its balloon pod is deleted and Placement says AnchorMoved once the new one is bound; or it
+stays, said on the run and looked at again in a few seconds), with the few reads the plan asks
+for, and applied by operator/apply.Applier. A move is confirmed with the run's pods as the API
+server has them: a new leader's pod index may not show a task yet.
 """
 
 from __future__ import annotations
@@ -19,24 +20,21 @@ from typing import Any
 import structlog
 
 from controller.core.basics import names
-from controller.core.basics.actions import DeletePod, Say, Unsay
 from controller.core.basics.times import parse_time
 from controller.core.capacity import nodes
 from controller.core.model import pods, tekton
-from controller.core.placement import anchor, waiting
+from controller.core.placement import anchor, anchorplan, waiting
+from controller.core.placement.anchorplan import AnchorView, Ask
 from controller.kube.client import ApiError, Kube, api_message
 from controller.kube.nodeindex import NodeIndex
 from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
-from controller.operator.executor import Executor, pipelinerun_ref
+from controller.operator.apply import Applier
+from controller.operator.executor import pipelinerun_ref
 from controller.operator.memory import Later, Memories, Soon, later
-from controller.operator.placement import Placement
 from controller.settings import Settings
 
 log = structlog.get_logger(__name__)
-# Seconds after which an anchor that had to stay is looked at again: it moves within RECHECK of
-# the last pod that held it ending (with the graces of 15-20 s, told within 30 s).
-RECHECK = 5.0
 
 
 class AnchorGuard:
@@ -45,22 +43,20 @@ class AnchorGuard:
         kube: Kube,
         index: PodIndex,
         nodes: NodeIndex,
-        placement: Placement,
         metrics: Metrics,
-        executor: Executor,
+        applier: Applier,
         memory: Memories,
         soon: Soon | None = None,
     ) -> None:
-        self.kube = kube
+        self.kube = kube  # read only: claims, volumes, the run's pods
         self.index = index
         self.nodes = nodes  # as the node watch last showed them
-        self.placement = placement
         self.metrics = metrics
-        self.executor = executor
+        self.applier = applier  # every write of a plan (operator/apply.py)
         # RunMemory.blocked_on: the node the run's anchor cannot leave yet.
         self.memory = memory
         # Puts a look at a run's anchor on the leader's work queue, under the run's key, now or
-        # in some seconds (Operator.soon); None: looked at in place, and again by `recheck`.
+        # in some seconds (Operator.soon); None: looked at in place, and not again.
         self.soon = soon
 
     def on_node(self, name: str) -> None:
@@ -86,10 +82,6 @@ class AnchorGuard:
                       or "")
             self._look(uid)
 
-    def recheck(self) -> None:
-        """Anchors that could not move may be free now (without a queue: see `soon`)."""
-        for run_uid in self.memory.runs(lambda m: m.blocked_on):
-            self.look_at(run_uid)
     def _look(self, run_uid: str) -> None:
         """The run's anchor looked at: on the queue, under the run's key (a node's event comes
         in the node watch's thread, which never writes), or in place without one."""
@@ -98,77 +90,45 @@ class AnchorGuard:
         else:
             self.soon(run_uid, "anchor", lambda: self.look_at(run_uid), 0.0)
 
-    def _again_later(self, run_uid: str, node: str) -> None:
-        """The anchor stays on a node that cannot keep it: looked at again in RECHECK seconds,
-        once however often it is found so meanwhile."""
-        self.memory.set(run_uid, blocked_on=node)
-        self._count_blocked()
-        if self.soon is not None:
-            later(self.memory, self.soon, run_uid, "anchor", lambda: self.look_at(run_uid),
-                  RECHECK)
-
-    def _unblock(self, run_uid: str) -> str | None:
-        node = self.memory.reset(run_uid, "blocked_on").blocked_on
-        self._count_blocked()
-        return node or None
-
-    def _count_blocked(self) -> None:
-        self.metrics.anchor_blocked.set(len(self.memory.runs(lambda m: m.blocked_on)))
-
     def look_at(self, run_uid: str) -> None:
-        pod = self.index.balloon(run_uid)
-        if pod is None or not pod.node:
-            self._unblock(run_uid)
-            return
-        known, node = self.nodes.node(pod.node)
-        if not known:
-            return  # the node watch has not told us of it yet
-        reason = nodes.unavailable(node, pod.tolerations)
-        if reason is None:
-            if self._unblock(run_uid) is not None:
-                self.executor.do(Unsay((run_uid, pod.node), "AnchorNodeUnavailable"))
-            return
-        try:
-            claims = {
-                claim: self._mobility(pod.namespace, claim, pod.node) for claim in pod.claims
-            }
-            situation = anchor.Situation(pod.run_name, pod.node, reason,
-                                         self.index.run_pods(run_uid), claims)
-            decision = anchor.decide(situation)
-            if decision.verb is anchor.Verb.MOVE:
-                # The pod index holds what the pod watch has shown so far: a new leader's fills
-                # while its node watch may already say NotReady, and a pod's binding may wait
-                # in the queue. Before the balloon pod goes, the API server says which pods of
-                # the run run there now.
-                there = self._run_pods(pod.namespace, pod.run_name, run_uid)
-                decision = anchor.decide(replace(situation, pods=there))
-        except ApiError as exc:  # looked at again with the blocked ones
-            log.warning("anchor not decided: a read failed", error=api_message(exc), run=run_uid)
-            self._again_later(run_uid, pod.node)
-            return
-        ref = pipelinerun_ref(pod.run_name, pod.namespace, run_uid)
-        if decision.verb is anchor.Verb.STAY:
-            self._again_later(run_uid, pod.node)
-            if decision.notice is not None:
-                self.executor.do(Say(ref, decision.notice, (run_uid, pod.node)))
-            return
-        self._unblock(run_uid)
-        self.placement.expect_move(run_uid, pod.node, reason)
-        log.info("moving an anchor", run=f"{pod.namespace}/{pod.run_name}", node=pod.node,
-                 reason=reason, force=decision.force)
-        done = self.executor.do(DeletePod(pod.namespace, pod.name, pod.uid,
-                                          0 if decision.force else None))
-        if (refused := done.api_error) is not None:
-            log.warning("anchor not moved", error=api_message(refused), run=run_uid)
-        else:
-            done.get()
+        """Read, plan (core/placement/anchorplan.py), apply; looked at again when it says."""
+        view = self.view(run_uid)
+        while (planned := anchorplan.plan(view)).ask is not None:
+            try:
+                view = self.read(view, planned.ask)
+            except ApiError as exc:  # looked at again in RECHECK seconds
+                log.warning("anchor not decided: a read failed", error=api_message(exc),
+                            run=run_uid)
+                view = replace(view, unread=True)
+        pod = view.pod
+        run = tekton.PipelineRun.from_body(pipelinerun_ref(
+            pod.run_name if pod else "", pod.namespace if pod else "", run_uid))
+        self.applier.apply(run, planned.actions)
+        self.metrics.anchor_blocked.set(len(self.memory.runs(lambda m: m.blocked_on)))
+        if planned.requeue_after is not None and self.soon is not None:
+            later(self.memory, self.soon, run_uid, "anchor", lambda: self.look_at(run_uid),
+                  planned.requeue_after)
 
-    def _run_pods(self, namespace: str, run_name: str, run_uid: str) -> list[pods.RunPod]:
-        listed = self.kube.list_run_pods(namespace, run_name)
+    def view(self, run_uid: str) -> AnchorView:
+        """The run's anchor as the indexes and the memory have it (reads nothing more)."""
+        pod = self.index.balloon(run_uid)
+        told, node = self.nodes.node(pod.node) if pod is not None and pod.node else (False, None)
+        return AnchorView(run_uid, pod, told, node, self.memory.get(run_uid).blocked_on,
+                          tuple(self.index.run_pods(run_uid)))
+
+    def read(self, view: AnchorView, ask: Ask) -> AnchorView:
+        """What the plan asked for, read from the API server (it only reads)."""
+        pod = view.pod
+        assert pod is not None
+        if ask is Ask.CLAIMS:
+            return replace(view, claims={
+                claim: self._mobility(pod.namespace, claim, pod.node) for claim in pod.claims})
+        listed = self.kube.list_run_pods(pod.namespace, pod.run_name)
         runs = [tekton.task_run_pod_run((p.get("metadata") or {}).get("labels") or {})
                 for p in listed]
-        return [pods.run_pod(p) for p, run in zip(listed, runs, strict=True)
-                if run is not None and run.uid in ("", run_uid)]
+        return replace(view, listed=tuple(
+            pods.run_pod(p) for p, run in zip(listed, runs, strict=True)
+            if run is not None and run.uid in ("", view.run_uid)))
 
     def _mobility(self, namespace: str, claim: str, node: str) -> anchor.Mobility:
         pvc = self.kube.get_pvc(namespace, claim)
@@ -178,17 +138,17 @@ class AnchorGuard:
 
 
 # -- pods that wait for a node ---------------------------------------------------------------------
-# A Warning once past the grace period, and the gauges an alert rule reads (core/placement/
-# waiting.py decides, the PodIndex knows who waits).
+# A Warning once past the grace period, and the gauges an alert rule reads: the PodIndex knows
+# who waits, core/placement/waiting.plan decides, the Applier says it.
 
 class WaitingPods:
-    def __init__(self, settings: Settings, index: PodIndex, metrics: Metrics, executor: Executor,
+    def __init__(self, settings: Settings, index: PodIndex, metrics: Metrics, applier: Applier,
                  tekton_makes: Callable[[str], Collection[str]] = lambda _: (),
                  later: Later | None = None) -> None:
         self.settings = settings
         self.index = index
         self.metrics = metrics
-        self.executor = executor
+        self.applier = applier
         # run uid -> the claims Tekton makes for it: a balloon waiting for one waits for Tekton
         self.tekton_makes = tekton_makes
         # Looks at a run again when its next grace ends (Operator.later); None: whoever calls.
@@ -198,35 +158,34 @@ class WaitingPods:
     def look(self, run_uid: str, now: datetime | None = None) -> None:
         """At each event of a run's pods: each pod that waited past its grace is said (once),
         and the run is looked at again when the next grace ends, as work put for later."""
-        now = now or datetime.now(UTC)
-        soonest: float | None = None
-        for namespace, run_name, pod in self.index.waiting_of(run_uid):
-            grace = (
-                self.settings.balloon_stuck_after if pod.balloon else self.settings.pod_stuck_after
-            )
-            if not (pod.balloon or pod.assistant):
-                # A task pod waits for its anchor first, and what holds the anchor is said on
-                # its own (BalloonUnschedulable, WaitingForRoom, ...): its own grace starts
-                # once the balloon is bound (whose event looks at the run again).
-                anchor = self.index.balloon(run_uid)
-                if anchor is None or anchor.bound_at is None:
-                    continue
-                pod = replace(pod, since=max(pod.since, anchor.bound_at))
-            if (left := waiting.left(pod, now, grace)) > 0:
-                soonest = left if soonest is None else min(soonest, left)
-                continue
-            holds = () if pod.balloon else {r for r, a in self.index.progress(run_uid)[1].items()
-                                            if a > 0}
-            notice = waiting.notice(
-                pod, now, grace, self.tekton_makes(run_uid) if pod.balloon else (), holds
-            )
-            if notice is not None:
-                if pod.balloon:
-                    self.metrics.balloon_problems.labels(reason="unschedulable").inc()
-                self.executor.do(Say(pipelinerun_ref(run_name, namespace, run_uid), notice,
-                                     (run_uid, pod.pod, notice.reason)))
-        if soonest is not None and self.later is not None:
-            self.later(run_uid, "waiting", lambda: self.look(run_uid), soonest + 0.5)
+        view = self.view(run_uid, now or datetime.now(UTC))
+        if view is None:
+            return
+        planned = waiting.plan(view)
+        if planned.actions:
+            self.applier.apply(tekton.PipelineRun.from_body(
+                pipelinerun_ref(view.run_name, view.namespace, run_uid)), planned.actions)
+        if planned.requeue_after is not None and self.later is not None:
+            self.later(run_uid, "waiting", lambda: self.look(run_uid), planned.requeue_after)
+
+    def view(self, run_uid: str, now: datetime) -> waiting.WaitingView | None:
+        """What the run's waiting pods' plan reads (None: none waits), from the pod index and
+        the live run; reads only."""
+        found = self.index.waiting_of(run_uid)
+        if not found:
+            return None
+        namespace, run_name = found[0][0], found[0][1]
+        anchor = self.index.balloon(run_uid)
+        # What only a task pod's notice reads, or only a balloon's, read only when one waits.
+        tasks = any(not pod.balloon for _, _, pod in found)
+        balloons = any(pod.balloon for _, _, pod in found)
+        return waiting.WaitingView(
+            run_uid, namespace, run_name, tuple(pod for _, _, pod in found), now,
+            self.settings.pod_stuck_after, self.settings.balloon_stuck_after,
+            anchor.bound_at if anchor is not None else None,
+            frozenset(r for r, a in self.index.progress(run_uid)[1].items() if a > 0)
+            if tasks else frozenset(),
+            frozenset(self.tekton_makes(run_uid)) if balloons else frozenset())
 
     def count(self, now: datetime | None = None) -> None:
         """Every few seconds, the gauges an alert rule reads: who waits, and the longest wait."""
@@ -243,49 +202,48 @@ class WaitingPods:
 
 
 # -- balloons whose StatefulSet made no pod --------------------------------------------------------
-# Said on their run by the resync with the StatefulSet controller's words (core/placement/
-# waiting.no_pod decides). In a burst that controller takes its time (1,000 runs at once: 17 to
-# 40 s a pod): a round lists a namespace's FailedCreate Events once for all its waiting
-# balloons, and a balloon's pods, StatefulSet and run only before a Warning is said (the pod
-# watch may lag behind, the round's view behind the run's end: never a false alarm).
+# Said on their run by a sweep the resync puts on the queue, with the StatefulSet controller's
+# words (core/placement/waiting.no_pod_plan decides, asking for what it reads). In a burst that
+# controller takes its time (1,000 runs at once: 17 to 40 s a pod): a round lists a namespace's
+# FailedCreate Events once for all its waiting balloons, and a balloon's pods, StatefulSet and
+# run only before a Warning is said (the pod watch may lag behind, the round's view behind the
+# run's end: never a false alarm).
 
 FAILED_CREATE = "FailedCreate"
 
 
 class Unplaced:
-    def __init__(self, settings: Settings, kube: Kube, index: PodIndex, metrics: Metrics,
-                 executor: Executor) -> None:
+    def __init__(self, settings: Settings, kube: Kube, index: PodIndex, applier: Applier) -> None:
         self.settings = settings
         self.kube = kube
         self.index = index
-        self.metrics = metrics
-        self.executor = executor
+        self.applier = applier
 
     def check(self, balloons: Iterable[tuple[tekton.PipelineRun, Mapping[str, Any]]]) -> None:
-        """Each live run's balloon StatefulSet, once a round."""
+        """Each live run's balloon StatefulSet, once a round: its plan
+        (core/placement/waiting.no_pod_plan), its reads as it asks, then applied."""
         now = datetime.now(UTC)
-        grace = self.settings.balloon_stuck_after
         newest = self.index.newest_balloon_pod
         idle = (now - newest).total_seconds() if newest else float("inf")
         failures: dict[str, Mapping[str, list[str]]] = {}  # namespace -> StatefulSet uid -> ...
         for run, sts in balloons:
             meta = sts.get("metadata") or {}
             created = parse_time(meta.get("creationTimestamp"))
-            if created is None or self.index.balloon(run.uid) is not None:
-                continue
-            age = (now - created).total_seconds()
-            if age < grace:
-                continue
-            if run.namespace not in failures:
-                failures[run.namespace] = self.kube.event_messages(
-                    run.namespace, "StatefulSet", FAILED_CREATE)
-            said = failures[run.namespace].get(str(meta.get("uid")), [])
-            notice = waiting.no_pod(age, grace, said, idle)
-            if notice is None or not self._confirmed(run, meta):
-                continue
-            self.metrics.balloon_problems.labels(reason="not-placed").inc()
-            self.executor.do(Say(pipelinerun_ref(run.name, run.namespace, run.uid), notice,
-                                 run.uid))
+            view = waiting.NoPodView(
+                run.uid, run.namespace, run.name,
+                (now - created).total_seconds() if created is not None else None,
+                self.index.balloon(run.uid) is not None, self.settings.balloon_stuck_after, idle)
+            while (planned := waiting.no_pod_plan(view)).ask is not None:
+                if planned.ask is waiting.Ask.FAILURES:
+                    if run.namespace not in failures:  # once a round for all its balloons
+                        failures[run.namespace] = self.kube.event_messages(
+                            run.namespace, "StatefulSet", FAILED_CREATE)
+                    said = failures[run.namespace].get(str(meta.get("uid")), [])
+                    view = replace(view, failures=tuple(said))
+                else:
+                    view = replace(view, confirmed=self._confirmed(run, meta))
+            if planned.actions:
+                self.applier.apply(run, planned.actions)
 
     def _confirmed(self, run: tekton.PipelineRun, meta: Mapping[str, Any]) -> bool:
         """Asked of the API server before a Warning: the pod watch may lag, and the round's view

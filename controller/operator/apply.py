@@ -122,7 +122,7 @@ class Applier:
                 else:
                     done.get()  # tried again after a backoff (faces/serial.py)
             elif isinstance(action, DeletePod):
-                _room_deleted(action, done)
+                (_anchor_moved if action.balloon else _room_deleted)(action, done)
             elif isinstance(action, actions.WritePolicyStatus) and done.api_error is not None:
                 bound.warning("pipeline's warm node not remembered", policy=action.name,
                               error=api_message(done.api_error))  # not worth a retry
@@ -203,6 +203,16 @@ class Applier:
 def _room_deleted(action: DeletePod, done: Done) -> None:
     log.info("reservation deleted", pod=action.name, why=action.why)
     done.get()  # tried again after a backoff (faces/serial.py)
+
+
+def _anchor_moved(action: DeletePod, done: Done) -> None:
+    """A balloon pod deleted to move its anchor (core/placement/anchorplan.py)."""
+    log.info("moving an anchor", pod=f"{action.namespace}/{action.name}", why=action.why,
+             force=action.grace == 0)
+    if (refused := done.api_error) is not None:
+        log.warning("anchor not moved", error=api_message(refused), pod=action.name)
+    else:
+        done.get()
 
 
 def _of_mark(action: Planned) -> bool:

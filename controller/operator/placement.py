@@ -95,10 +95,6 @@ class Placement:
         self.index.forget(run_uid)
         self.memory.reset(run_uid, *binding.FORGOTTEN)
 
-    def expect_move(self, run_uid: str, node: str, why: str) -> None:
-        """The operator is moving the anchor off `node` (core/placement/anchor.py)."""
-        self.memory.set(run_uid, moving=(node, why))
-
     # -- balloon pods ---------------------------------------------------------------------------
 
     def on_balloon_pod(self, pod: Mapping[str, Any], deleted: bool = False) -> None:

@@ -82,10 +82,10 @@ class Operator:
         self.placement = Placement(kube, metrics, self.applier, self.index, self.memory,
                                    self.balloon_of, self.warming, self.later)
         self.gates = Gates(self.executor, self.index, metrics, self.memory, self.node_index)
-        self.unplaced = Unplaced(settings, kube, self.index, metrics, self.executor)
-        self.anchors = AnchorGuard(kube, self.index, self.node_index, self.placement, metrics,
-                                   self.executor, self.memory, self.soon)
-        self.waiting = WaitingPods(settings, self.index, metrics, self.executor,
+        self.unplaced = Unplaced(settings, kube, self.index, self.applier)
+        self.anchors = AnchorGuard(kube, self.index, self.node_index, metrics, self.applier,
+                                   self.memory, self.soon)
+        self.waiting = WaitingPods(settings, self.index, metrics, self.applier,
                                    self.live.claims_tekton_makes, self.later)
         # What a ResolutionRequest's event wakes (in the caches' watch thread) goes on the work
         # queue: nudge, not reconcile.

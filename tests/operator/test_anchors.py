@@ -6,11 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from controller.core.placement import balloon
+from controller.core.placement.anchorplan import RECHECK
 from controller.kube.client import ApiError
 from controller.kube.nodeindex import NodeIndex
 from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
-from controller.operator.anchors import RECHECK, AnchorGuard
+from controller.operator.anchors import AnchorGuard
+from controller.operator.apply import Applier, Budgets
 from controller.operator.executor import Executor
 from controller.operator.memory import Memories
 from tests import factories
@@ -25,6 +27,7 @@ class Kube:
     def __init__(self, pods: list[dict[str, Any]]) -> None:
         self.pods = pods
         self.failing: ApiError | None = None
+        self.refusing: ApiError | None = None  # a deletion's answer
         self.deleted: list[str] = []
 
     def get_pvc(self, namespace: str, name: str) -> None:
@@ -39,6 +42,8 @@ class Kube:
         return self.pods
 
     def delete_pod(self, namespace: str, name: str, uid: str, grace: int | None = None) -> None:
+        if self.refusing is not None:
+            raise self.refusing
         self.deleted.append(name)
 
 
@@ -53,16 +58,27 @@ class Said:
         pass
 
 
-class Placement:
-    def expect_move(self, run_uid: str, node: str, why: str) -> None:
-        pass
+def guard(kube: Kube, said: Said | None = None, index: PodIndex | None = None) -> AnchorGuard:
+    """A guard whose pod index knows the run's balloon pod on n1, and none of its tasks (or
+    the index given)."""
+    if index is None:
+        index = PodIndex()
+        index.balloon_event(balloon_pod("b1", "n1"), deleted=False)
+    memory, executor = Memories(), Executor(kube, said or Said())  # type: ignore[arg-type]
+    applier = Applier(executor, Metrics(), Budgets(executor, None), None, memory)  # type: ignore[arg-type]
+    return AnchorGuard(kube, index, NodeIndex(Metrics()), Metrics(), applier, memory)  # type: ignore[arg-type]
 
 
-def guard(kube: Kube, said: Said | None = None) -> AnchorGuard:
-    """A guard whose pod index knows the run's balloon pod on n1, and none of its tasks."""
-    index = PodIndex()
-    index.balloon_event(balloon_pod("b1", "n1"), deleted=False)
-    return AnchorGuard(kube, index, NodeIndex(Metrics()), Placement(), Metrics(), Executor(kube, said or Said()), Memories())  # type: ignore[arg-type]
+class Queue:
+    """The work queue as AnchorGuard.soon puts on it: what is put, and its work to run."""
+
+    def __init__(self) -> None:
+        self.put: list[tuple[str, Any, float]] = []
+        self.acts: list[Any] = []
+
+    def __call__(self, key: str, slot: Any, act: Any, seconds: float) -> None:
+        self.put.append((key, slot, seconds))
+        self.acts.append(act)
 
 
 def tell(guard: AnchorGuard, node: dict[str, Any]) -> None:
@@ -98,13 +114,16 @@ def test_an_anchor_no_pod_of_its_run_holds_moves_at_once() -> None:
 
 
 def test_an_anchor_whose_pods_cannot_be_read_stays_and_is_looked_at_again() -> None:
-    kube = Kube([])
+    kube, queue = Kube([]), Queue()
     kube.failing = ApiError(status=503, reason="Service Unavailable")
     watched = guard(kube)
+    watched.soon = queue
     tell(watched, not_ready("n1"))
+    queue.acts.pop()()  # the queue's worker: the read fails
     assert kube.deleted == []
+    assert queue.put[1:] == [(factories.RUN_UID, ("later", "anchor"), RECHECK)]
     kube.failing = None
-    watched.recheck()
+    queue.acts.pop()()  # the look put for later
     assert kube.deleted == [BALLOON_POD]
 
 
@@ -115,7 +134,7 @@ def test_a_balloon_pod_shown_on_a_node_already_known_unavailable_is_looked_at_at
     finished = task_pod("fetch", "n1")
     finished["status"] = {"phase": "Succeeded"}
     kube = Kube([finished])
-    watched = AnchorGuard(kube, PodIndex(), NodeIndex(Metrics()), Placement(), Metrics(), Executor(kube, Said()), Memories())  # type: ignore[arg-type]
+    watched = guard(kube, index=PodIndex())
     tell(watched, not_ready("n1"))  # the nodes' first list: no balloon known there yet
     assert kube.deleted == []
     pod = balloon_pod("b1", "n1")
@@ -141,16 +160,10 @@ def test_a_node_s_event_looks_at_its_runs_on_their_keys_and_a_held_anchor_again_
     """The node watch's thread never acts on a run: each run anchored on the node is looked at
     under its own key on the work queue. An anchor that must stay is looked at again a few
     seconds later, once however often it is found so, and moves as soon as it may."""
-    put: list[tuple[str, Any, float]] = []
-    acts: list[Any] = []
-
-    def soon(key: str, slot: Any, act: Any, seconds: float) -> None:
-        put.append((key, slot, seconds))
-        acts.append(act)
-
-    kube = Kube([task_pod("fetch", "n1")])
+    kube, queue = Kube([task_pod("fetch", "n1")]), Queue()
+    put, acts = queue.put, queue.acts
     watched = guard(kube)
-    watched.soon = soon
+    watched.soon = queue
     tell(watched, not_ready("n1"))
     assert put == [(factories.RUN_UID, "anchor", 0.0)] and kube.deleted == []  # nothing yet
     acts.pop()()  # the queue's worker: the task still runs there, so the anchor stays
@@ -161,3 +174,13 @@ def test_a_node_s_event_looks_at_its_runs_on_their_keys_and_a_held_anchor_again_
     kube.pods = []  # the task ended
     acts.pop()()  # the look put for later
     assert kube.deleted == [BALLOON_POD]
+
+
+def test_a_balloon_pod_deletion_the_api_server_refuses_is_logged_not_raised() -> None:
+    """The pod gone or replaced already (404, a precondition's 409): nothing to try again, and
+    the look ends as any other."""
+    kube = Kube([])
+    kube.refusing = ApiError(status=404, reason="Not Found")
+    watched = guard(kube)
+    tell(watched, not_ready("n1"))
+    assert watched.memory.get(factories.RUN_UID).moving == ("n1", "NotReady")

@@ -100,7 +100,7 @@ def test_a_pod_bound_where_its_run_never_was_is_misplaced() -> None:
 def test_the_anchor_moved_by_the_operator_says_why() -> None:
     placement, notifier, _ = make()
     placement.on_balloon_pod(balloon_pod("b1", "n1"))
-    placement.expect_move(RUN, "n1", "cordoned")
+    placement.memory.set(RUN, moving=("n1", "cordoned"))  # the anchor plan's move
     placement.on_balloon_pod(balloon_pod("b1", "n1"), deleted=True)
     placement.on_balloon_pod(balloon_pod("b2", "n2"))
     assert "from node n1 (cordoned) to node n2" in notifier.said[-1][1]
@@ -111,7 +111,7 @@ def test_the_old_pods_last_events_do_not_lose_why_the_anchor_moved() -> None:
     took the reason with it ("its pod was deleted" instead of "cordoned")."""
     placement, notifier, _ = make()
     placement.on_balloon_pod(balloon_pod("b1", "n1"))
-    placement.expect_move(RUN, "n1", "cordoned")
+    placement.memory.set(RUN, moving=("n1", "cordoned"))  # the anchor plan's move
     terminating = balloon_pod("b1", "n1")
     terminating["metadata"]["deletionTimestamp"] = "2026-11-23T16:00:00Z"
     placement.on_balloon_pod(terminating)

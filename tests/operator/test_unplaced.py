@@ -6,13 +6,16 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from controller.core.basics.actions import Count, Say
 from controller.core.model import tekton
 from controller.core.placement import balloon
 from controller.metrics import Metrics
+from controller.operator.anchors import Unplaced
 from controller.operator.runs import Operator
 from controller.settings import Settings
 from tests import factories
 from tests.operator.test_runs import MemoryCaches, MemoryKube, StaticView
+from tests.readonly import ReadOnly
 
 
 class Asked(MemoryKube):
@@ -113,3 +116,27 @@ def test_a_balloon_whose_run_ended_or_was_deleted_since_the_round_began_is_not_s
     del kube.statefulsets[balloon.balloon_name("run-1-uid")]  # its balloon deleted
     operator.unplaced.check(waiting)
     assert kube.told == ["run-2"]
+
+
+class Planned:
+    """Takes the plans handed to be applied, and applies none."""
+
+    def __init__(self) -> None:
+        self.plans: list[tuple[str, tuple[Any, ...]]] = []
+
+    def apply(self, run: tekton.PipelineRun, planned: Any) -> None:
+        self.plans.append((run.name, tuple(planned)))
+
+
+def test_a_round_s_look_at_the_balloons_only_reads_and_hands_what_it_says_to_be_applied() -> None:
+    """What a round reads of each balloon, and what it asks of the API server before a Warning,
+    goes through a client that may only read; the Warning and its count come as one plan."""
+    operator, kube, waiting = with_balloons(2, seconds_ago=30)
+    kube.failures["sts-1"] = ["exceeded quota: q"]
+    applier = Planned()
+    Unplaced(Settings(), ReadOnly(kube), operator.index, applier).check(  # type: ignore[arg-type]
+        waiting)
+    [(run, (count, say))] = applier.plans
+    assert run == "run-1" and count == Count("balloon_problems", (("reason", "not-placed"),))
+    assert isinstance(say, Say) and say.notice.reason == "BalloonNotPlaced"
+    assert kube.asked == ["events team-a StatefulSet FailedCreate", "pods"] and said(kube) == []

@@ -11,7 +11,9 @@ from controller.core.placement import balloon
 from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
 from controller.operator.anchors import WaitingPods
+from controller.operator.apply import Applier, Budgets
 from controller.operator.executor import Executor
+from controller.operator.memory import Memories
 from controller.settings import Settings
 
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
@@ -48,6 +50,13 @@ def task_pod() -> dict[str, Any]:
     }
 
 
+def applier(said: Any) -> Applier:
+    """What the plans are applied by, its executor telling `said` of each Event."""
+    executor = Executor(None, said)  # type: ignore[arg-type]
+    return Applier(executor, Metrics(), Budgets(executor, None), None,  # type: ignore[arg-type]
+                   Memories())
+
+
 class Said:
     def __init__(self) -> None:
         self.reasons: list[str] = []
@@ -58,7 +67,7 @@ class Said:
 
 def test_a_task_pod_waiting_for_an_anchor_not_yet_bound_is_not_said_and_its_grace_starts_at_the_binding() -> None:
     index, said = PodIndex(), Said()
-    check = WaitingPods(Settings(), index, Metrics(), Executor(None, said))  # type: ignore[arg-type]
+    check = WaitingPods(Settings(), index, Metrics(), applier(said))
     index.balloon_event(balloon_pod("", None), deleted=False)
     index.task_pod_event(task_pod(), deleted=False)
     check.look("run-uid", T0 + timedelta(minutes=5))
@@ -76,7 +85,7 @@ def test_each_grace_s_end_is_work_the_run_put_for_later_under_its_key() -> None:
     events) puts the next look for when the next grace ends, and says the pod then."""
     index, said = PodIndex(), Said()
     put: list[tuple[str, str, float, Any]] = []
-    look = WaitingPods(Settings(), index, Metrics(), Executor(None, said),  # type: ignore[arg-type]
+    look = WaitingPods(Settings(), index, Metrics(), applier(said),
                        later=lambda key, slot, act, seconds: put.append((key, slot, seconds, act)))
     bound = T0 + timedelta(minutes=1)
     index.balloon_event(balloon_pod("n1", bound), deleted=False)

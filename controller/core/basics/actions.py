@@ -76,14 +76,16 @@ class MakePod:
 
 @dataclass(frozen=True)
 class DeletePod:
-    """A reservation pod, or a balloon pod moved off its node (`grace` None: the pod's own);
-    `why`: for the log."""
+    """A reservation pod, or a balloon pod moved off its node (`balloon`: its refusal, the pod
+    gone or replaced already, is logged, not tried again); `grace` None: the pod's own; `why`:
+    for the log."""
 
     namespace: str
     name: str
     uid: str
     grace: int | None
     why: str = ""
+    balloon: bool = False
 
 
 @dataclass(frozen=True)

@@ -92,15 +92,17 @@ class RunMemory:
     estimate: Estimate | None = None
     # Headroom (operator/headroom.py): its reservation's share of a node, once found.
     fitted: Fitted | None = None
-    # AnchorGuard (operator/anchors.py): the node its anchor cannot leave yet.
+    # AnchorGuard (operator/anchors.py, planned by core/placement/anchorplan.py): the node its
+    # anchor cannot leave yet.
     blocked_on: str = ""
     # Capacity (operator/capacity.py): the last act on its reservation (one worker at a time
     # acts on a run: faces/serial.py).
     acted: Acted | None = None
-    # Placement (operator/placement.py): the move it is making (node left, why), whether its
-    # balloon pods were listed once, the node this process annotated its StatefulSet with, its
-    # pods bound before its new balloon pod was, a move seen before the old pod's deletion,
-    # and its pods said misplaced (kept after the run is forgotten: said once).
+    # Placement (operator/placement.py): the move it is making (node left, why; set by the
+    # anchor's plan when the operator moves it), whether its balloon pods were listed once, the
+    # node this process annotated its StatefulSet with, its pods bound before its new balloon
+    # pod was, a move seen before the old pod's deletion, and its pods said misplaced (kept
+    # after the run is forgotten: said once).
     moving: tuple[str, str] | None = None
     asked: bool = False
     annotated: str = ""

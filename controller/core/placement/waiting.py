@@ -9,12 +9,15 @@ the pod. A run that starts within the grace period gets no Warning.
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
+from controller.core.basics.actions import Count, Planned, Say
 from controller.core.basics.notices import Notice
+from controller.core.placement.runplan import reference
 
 # The scheduler's words (k8s.io/kubernetes pkg/scheduler/framework/plugins) -> a reason label.
 _REASONS = (
@@ -159,3 +162,101 @@ def no_pod(age: float, grace: float, failures: Sequence[str],
         return None
     return Notice("BalloonNotPlaced", f"the balloon's StatefulSet has made no pod in {int(age)}s "
                   "(is kube-controller-manager running?); the run's pods wait for it")
+
+
+# -- plans: what one look at a run's waiting pods, and one round's look at a balloon, do --------
+
+
+@dataclass(frozen=True)
+class WaitingView:
+    """A run's waiting pods as the pod index shows them, read before anything is said."""
+
+    run_uid: str
+    namespace: str
+    run_name: str
+    pods: tuple[Waiting, ...]
+    now: datetime
+    pod_grace: float  # a task pod's (Settings.pod_stuck_after)
+    balloon_grace: float  # the balloon's (Settings.balloon_stuck_after)
+    bound_at: datetime | None = None  # when its balloon pod was bound (None: not yet, or none)
+    holds: frozenset[str] = frozenset()  # what the run's running pods hold on its anchor
+    tekton_makes: frozenset[str] = frozenset()  # the claims Tekton makes for the run
+
+
+@dataclass(frozen=True)
+class WaitingPlan:
+    actions: tuple[Planned, ...] = ()  # each pod past its grace said (once per pod and reason)
+    requeue_after: float | None = None  # seconds until the next grace ends: looked at again
+
+
+def plan(view: WaitingView) -> WaitingPlan:
+    """Each pod past its grace said, a balloon's counted as a balloon problem; the run looked
+    at again half a second after the soonest grace still running ends."""
+    ref = reference(view.run_name, view.namespace, view.run_uid)
+    acts: list[Planned] = []
+    soonest: float | None = None
+    for pod in view.pods:
+        grace = view.balloon_grace if pod.balloon else view.pod_grace
+        if not (pod.balloon or pod.assistant):
+            # A task pod waits for its anchor first, and what holds the anchor is said on its
+            # own (BalloonUnschedulable, WaitingForRoom, ...): its own grace starts once the
+            # balloon is bound (whose event looks at the run again).
+            if view.bound_at is None:
+                continue
+            pod = replace(pod, since=max(pod.since, view.bound_at))
+        if (wait := left(pod, view.now, grace)) > 0:
+            soonest = wait if soonest is None else min(soonest, wait)
+            continue
+        said = notice(pod, view.now, grace, view.tekton_makes if pod.balloon else (),
+                      () if pod.balloon else view.holds)
+        if said is None:
+            continue
+        if pod.balloon:
+            acts.append(Count("balloon_problems", (("reason", "unschedulable"),)))
+        acts.append(Say(ref, said, (view.run_uid, pod.pod, said.reason)))
+    return WaitingPlan(tuple(acts), None if soonest is None else soonest + 0.5)
+
+
+class Ask(enum.Enum):
+    FAILURES = "the StatefulSet controller's FailedCreate Events in the run's namespace"
+    # The pod watch may lag, and the round's view of the run and StatefulSet predate the run's
+    # end (its balloon deleted, the pod gone): asked of the API server before a Warning.
+    CONFIRM = "the balloon's pods, its StatefulSet and the run, as the API server has them"
+
+
+@dataclass(frozen=True)
+class NoPodView:
+    """A live run's balloon StatefulSet, as one resync round sees it."""
+
+    run_uid: str
+    namespace: str
+    run_name: str
+    age: float | None  # seconds since the StatefulSet was made (None: no time on it)
+    has_pod: bool  # the pod index knows a pod of the balloon
+    grace: float  # Settings.balloon_stuck_after
+    idle: float  # seconds since the newest balloon pod seen was made (inf: none seen)
+    failures: tuple[str, ...] | None = None  # what FailedCreate said of it (None: not read)
+    confirmed: bool | None = None  # the API server agrees (None: not asked)
+
+
+@dataclass(frozen=True)
+class NoPodPlan:
+    ask: Ask | None = None  # read this and plan again, before acting
+    actions: tuple[Planned, ...] = ()
+
+
+def no_pod_plan(view: NoPodView) -> NoPodPlan:
+    """A balloon without a pod past its grace said on its run (core/placement/waiting.no_pod),
+    once confirmed; what it reads is asked for only once it may be said."""
+    if view.age is None or view.has_pod or view.age < view.grace:
+        return NoPodPlan()
+    if view.failures is None:
+        return NoPodPlan(Ask.FAILURES)
+    said = no_pod(view.age, view.grace, view.failures, view.idle)
+    if said is None or view.confirmed is False:
+        return NoPodPlan()
+    if view.confirmed is None:
+        return NoPodPlan(Ask.CONFIRM)
+    ref = reference(view.run_name, view.namespace, view.run_uid)
+    return NoPodPlan(actions=(Count("balloon_problems", (("reason", "not-placed"),)),
+                              Say(ref, said, view.run_uid)))
