@@ -20,7 +20,6 @@ from controller.core.basics import actions, names, quantity
 from controller.core.basics.actions import (
     Count,
     DeleteBalloon,
-    DeleteBudget,
     DeletePod,
     MakeBalloon,
     MakeBudget,
@@ -36,11 +35,9 @@ from controller.core.basics.notices import Notice
 from controller.core.capacity import reservation, roomplan, settle
 from controller.core.capacity.settle import Acted
 from controller.core.model import tekton
-from controller.core.placement import binding, budget
+from controller.core.placement import binding
 from controller.kube import errors
-from controller.kube.caches import Caches
 from controller.kube.client import api_message
-from controller.kube.clusterview import Facts
 from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
 from controller.operator.executor import Done, Executor, pipelinerun_ref
@@ -59,12 +56,10 @@ class Applied:
 
 
 class Applier:
-    def __init__(self, executor: Executor, metrics: Metrics, budgets: Budgets,
-                 index: PodIndex, memory: Memories,
+    def __init__(self, executor: Executor, metrics: Metrics, index: PodIndex, memory: Memories,
                  later: Callable[[str, float], None] = lambda _uid, _seconds: None) -> None:
         self.executor = executor
         self.metrics = metrics
-        self.budgets = budgets
         self.index = index  # a deleted balloon's run forgotten there
         self.memory = memory  # what a plan's Remember sets; a namespace's refused reservation
         # Tends the run's reservation again in some seconds (Operator.later).
@@ -113,7 +108,7 @@ class Applier:
             elif isinstance(action, DeleteBalloon):
                 self._deleted(action, done)
             elif isinstance(action, MakeBudget):
-                self.budgets.made(ref, run.namespace, done)
+                self._budget_made(ref, run.namespace, done)
             elif isinstance(action, Mark):
                 if done.api_error is not None and not errors.classify(done.api_error).retry:
                     bound.warning("could not mark the anchored run",
@@ -199,6 +194,26 @@ class Applier:
             reservation.ANNOTATION_ROLE)
         return role != reservation.KEEPER
 
+    def _budget_made(self, ref: Mapping[str, Any], namespace: str, done: Done) -> None:
+        """The namespace's budget for balloons asked for with a run's balloon (its plan's
+        MakeBudget): without it a drain may evict the anchor. Said on the run when trying again
+        cannot mend it (else the resync makes it), not fatal."""
+        exc = done.api_error
+        if exc is None:
+            done.get()  # no answer at all (a broken connection): the work queue's to retry
+            self.memory.keep_budgets((namespace,))
+            return
+        if done.failure is None or not errors.worth_saying(done.failure):
+            # Throttled, a timeout, an API server's first moments: the resync makes it.
+            log.info("the namespace's budget for balloons not made yet",
+                     namespace=namespace, error=f"{exc.status} {api_message(exc)}")
+            return
+        self.executor.do(Say(ref, Notice(
+            "BalloonUnprotected",
+            f"the namespace's PodDisruptionBudget for balloons could not be made "
+            f"({exc.status} {api_message(exc)}): a drain of its node may evict the anchor",
+        ), ref["metadata"]["uid"]))
+
 
 def _room_deleted(action: DeletePod, done: Done) -> None:
     log.info("reservation deleted", pod=action.name, why=action.why)
@@ -218,95 +233,3 @@ def _anchor_moved(action: DeletePod, done: Done) -> None:
 def _of_mark(action: Planned) -> bool:
     return isinstance(action, Mark) or (
         isinstance(action, Remember) and "marked" in action.changes)
-
-
-# -- the namespace's PodDisruptionBudget -----------------------------------------------------------
-# The PodDisruptionBudget of each namespace with balloons (core/placement/budget.py): made with the
-# namespace's first balloon, made again by the resync if it went, and deleted once the namespace
-# is switched off and its last balloon is gone. A budget of another's holding its name is said on
-# the namespace's runs.
-
-log = structlog.get_logger(__name__)
-
-
-class Budgets:
-    def __init__(self, executor: Executor, caches: Caches | None) -> None:
-        self.executor = executor
-        self.caches = caches
-        # Namespaces whose budget this process made or saw. A lookup, an add or the whole set
-        # replaced, each one step: no lock (two workers that both find a namespace's budget
-        # missing both ask for it, and the second is told it exists, as after a restart).
-        self._made: set[str] = set()
-
-    def kept(self, namespace: str) -> bool:
-        """The namespace's budget is known made: a run's plan asks for it no more (one call a
-        namespace while this process leads)."""
-        return namespace in self._made
-
-    def made(self, ref: Mapping[str, Any], namespace: str, done: Done) -> None:
-        """The budget asked for with a run's balloon (its plan's MakeBudget): without it a
-        drain may evict the anchor. Said on the run when trying again cannot mend it (else the
-        resync makes it), not fatal."""
-        exc = done.api_error
-        if exc is None:
-            done.get()  # no answer at all (a broken connection): the work queue's to retry
-            self._made.add(namespace)
-            return
-        if done.failure is None or not errors.worth_saying(done.failure):
-            # Throttled, a timeout, an API server's first moments: the resync makes it.
-            log.info("the namespace's budget for balloons not made yet",
-                     namespace=namespace, error=f"{exc.status} {api_message(exc)}")
-            return
-        self.executor.do(Say(ref, Notice(
-            "BalloonUnprotected",
-            f"the namespace's PodDisruptionBudget for balloons could not be made "
-            f"({exc.status} {api_message(exc)}): a drain of its node may evict the anchor",
-        ), ref["metadata"]["uid"]))
-
-    def _name_taken(self, namespace: str, balloons: Sequence[Mapping[str, Any]]) -> None:
-        """A budget of that name exists, but not ours (the cache, by our labels, has none):
-        somebody else's holds the name, and nothing of ours covers the balloons. Said on each
-        of the namespace's runs with a balloon, and tried again each round."""
-        notice = Notice(
-            "BalloonUnprotected",
-            f"a PodDisruptionBudget named {budget.NAME} that tekton-coscheduler did not make "
-            "(it lacks our labels) holds the name of the namespace's budget for balloons: ours "
-            "cannot be made, and a drain of a node may evict the anchor unless that budget "
-            "covers the balloons (rename or delete it)",
-        )
-        for sts in balloons:
-            meta = sts.get("metadata") or {}
-            labels = meta.get("labels") or {}
-            if meta.get("namespace") == namespace and labels.get(names.LABEL_RUN_UID):
-                uid = str(labels[names.LABEL_RUN_UID])
-                run = pipelinerun_ref(str(labels.get(names.LABEL_RUN) or ""), namespace, uid)
-                self.executor.do(Say(run, notice, uid))
-
-    def tend(self, balloons: Sequence[Mapping[str, Any]], facts: Facts) -> None:
-        """A resync round: budgets made where a balloon has none, deleted where no longer
-        needed; nothing asked of the API server when all is well (the budgets' watch cache)."""
-        cached = self.caches.budgets() if self.caches is not None else None
-        if cached is None or not facts.synced:
-            return
-        have = {str(b["metadata"]["namespace"]): b for b in cached}
-        self._made = set(have)
-        wanted = budget.plan((str(s["metadata"]["namespace"]) for s in balloons), have,
-                             facts.enabled_namespaces)
-        for namespace in wanted.create:
-            done = self.executor.do(MakeBudget(budget.of_namespace(namespace)))
-            if (exc := done.api_error) is not None:
-                log.warning("could not make the namespace's budget for balloons",
-                            namespace=namespace, error=f"{exc.status} {api_message(exc)}")
-            elif not done.get():
-                self._name_taken(namespace, balloons)
-        for namespace in wanted.delete:
-            meta = have[namespace]["metadata"]
-            done = self.executor.do(DeleteBudget(namespace, str(meta["name"]),
-                                                 str(meta.get("uid") or "")))
-            if (exc := done.api_error) is not None:
-                log.warning("could not delete the namespace's budget for balloons",
-                            namespace=namespace, error=f"{exc.status} {api_message(exc)}")
-            else:
-                done.get()
-                log.info("budget deleted: namespace switched off, no balloon left",
-                         namespace=namespace)

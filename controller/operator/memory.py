@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -31,6 +31,9 @@ class Memories:
         # Namespace -> when a reservation pod could not be made there (time.monotonic(); no
         # PriorityClass, admission): its runs do without one for a while (operator/capacity.py).
         self._refused: dict[str, float] = {}
+        # Namespaces whose PodDisruptionBudget for balloons this process made or saw: a run's
+        # plan asks for it no more (operator/placement.py Budgets, apply.py).
+        self._budgets: frozenset[str] = frozenset()
         self._lock = threading.Lock()
 
     def number(self) -> int:
@@ -58,6 +61,14 @@ class Memories:
         """When a reservation pod was last refused in the namespace (None: never)."""
         with self._lock:
             return self._refused.get(namespace)
+
+    def budget_kept(self, namespace: str) -> bool:
+        return namespace in self._budgets
+
+    def keep_budgets(self, namespaces: Iterable[str], only: bool = False) -> None:
+        """These namespaces' budgets are known made (`only`: and no other's)."""
+        with self._lock:
+            self._budgets = frozenset(namespaces) | (frozenset() if only else self._budgets)
 
     def get(self, run_uid: str) -> RunMemory:
         with self._lock:

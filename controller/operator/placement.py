@@ -11,28 +11,35 @@ plan's Remember steps.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+import structlog
+
 from controller.core.admission import affinity
 from controller.core.basics import names
+from controller.core.basics.actions import DeleteBudget, MakeBudget, Say
+from controller.core.basics.notices import Notice
 from controller.core.basics.times import parse_time
 from controller.core.model import tekton
 from controller.core.model.pods import HOSTNAME, scheduled_condition
-from controller.core.placement import balloon, binding
+from controller.core.placement import balloon, binding, budget
 from controller.core.placement.binding import MOVE_GRACE, Ask, BindPlan, gone_because
 from controller.core.placement.memory import BoundPod
-from controller.kube.client import Kube
+from controller.kube.caches import Caches
+from controller.kube.client import Kube, api_message
+from controller.kube.clusterview import Facts
 from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
 from controller.operator.apply import Applier
-from controller.operator.executor import pipelinerun_ref
+from controller.operator.executor import Executor, pipelinerun_ref
 from controller.operator.headroom import Warming
 from controller.operator.memory import Later, Memories
 
-__all__ = ["MOVE_GRACE", "Placement", "gone_because"]
+__all__ = ["MOVE_GRACE", "Budgets", "Placement", "gone_because"]
+log = structlog.get_logger(__name__)
 
 
 class Placement:
@@ -179,3 +186,65 @@ class Placement:
             uid = str(meta["uid"])
             self.later(uid, "move", lambda: self.flush_moves(0.0, only=uid),
                        planned.requeue_after)
+
+
+# -- the namespace's PodDisruptionBudget -----------------------------------------------------------
+# What keeps balloons in place through a drain: each namespace with balloons has one
+# (core/placement/budget.py). Made with the namespace's first balloon (its run's plan: MakeBudget,
+# judged by apply.py), made again by the resync if it went, deleted once the namespace is switched
+# off and its last balloon is gone. A budget of another's holding its name is said on the
+# namespace's runs.
+
+class Budgets:
+    def __init__(self, executor: Executor, caches: Caches | None, memory: Memories) -> None:
+        self.executor = executor
+        self.caches = caches
+        self.memory = memory  # the namespaces whose budget is known made
+
+    def _name_taken(self, namespace: str, balloons: Sequence[Mapping[str, Any]]) -> None:
+        """A budget of that name exists, but not ours (the cache, by our labels, has none):
+        somebody else's holds the name, and nothing of ours covers the balloons. Said on each
+        of the namespace's runs with a balloon, and tried again each round."""
+        notice = Notice(
+            "BalloonUnprotected",
+            f"a PodDisruptionBudget named {budget.NAME} that tekton-coscheduler did not make "
+            "(it lacks our labels) holds the name of the namespace's budget for balloons: ours "
+            "cannot be made, and a drain of a node may evict the anchor unless that budget "
+            "covers the balloons (rename or delete it)",
+        )
+        for sts in balloons:
+            meta = sts.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            if meta.get("namespace") == namespace and labels.get(names.LABEL_RUN_UID):
+                uid = str(labels[names.LABEL_RUN_UID])
+                run = pipelinerun_ref(str(labels.get(names.LABEL_RUN) or ""), namespace, uid)
+                self.executor.do(Say(run, notice, uid))
+
+    def tend(self, balloons: Sequence[Mapping[str, Any]], facts: Facts) -> None:
+        """A resync round: budgets made where a balloon has none, deleted where no longer
+        needed; nothing asked of the API server when all is well (the budgets' watch cache)."""
+        cached = self.caches.budgets() if self.caches is not None else None
+        if cached is None or not facts.synced:
+            return
+        have = {str(b["metadata"]["namespace"]): b for b in cached}
+        self.memory.keep_budgets(have, only=True)
+        wanted = budget.plan((str(s["metadata"]["namespace"]) for s in balloons), have,
+                             facts.enabled_namespaces)
+        for namespace in wanted.create:
+            done = self.executor.do(MakeBudget(budget.of_namespace(namespace)))
+            if (exc := done.api_error) is not None:
+                log.warning("could not make the namespace's budget for balloons",
+                            namespace=namespace, error=f"{exc.status} {api_message(exc)}")
+            elif not done.get():
+                self._name_taken(namespace, balloons)
+        for namespace in wanted.delete:
+            meta = have[namespace]["metadata"]
+            done = self.executor.do(DeleteBudget(namespace, str(meta["name"]),
+                                                 str(meta.get("uid") or "")))
+            if (exc := done.api_error) is not None:
+                log.warning("could not delete the namespace's budget for balloons",
+                            namespace=namespace, error=f"{exc.status} {api_message(exc)}")
+            else:
+                done.get()
+                log.info("budget deleted: namespace switched off, no balloon left",
+                         namespace=namespace)

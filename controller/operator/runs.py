@@ -27,7 +27,7 @@ from controller.kube.nodeindex import NodeIndex
 from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
 from controller.operator.anchors import AnchorGuard, Unplaced, WaitingPods
-from controller.operator.apply import Applier, Budgets
+from controller.operator.apply import Applier
 from controller.operator.capacity import Capacity
 from controller.operator.estimates import Estimates, Resolving
 from controller.operator.executor import Assistant, Executor, Notifier
@@ -35,7 +35,7 @@ from controller.operator.headroom import Headroom, Warming
 from controller.operator.marking import Gates, Marks
 from controller.operator.memory import LiveRuns, Memories, later
 from controller.operator.observe import Observer, Settled
-from controller.operator.placement import Placement
+from controller.operator.placement import Budgets, Placement
 from controller.operator.policies import Policies
 from controller.settings import Settings
 
@@ -75,10 +75,9 @@ class Operator:
         # What the node watch last showed of each node (kube/nodeindex.py).
         self.node_index = NodeIndex(metrics)
         self.warming = Warming(self.executor, caches, view, metrics, self.node_index)
-        self.budgets = Budgets(self.executor, caches)
+        self.budgets = Budgets(self.executor, caches, self.memory)
         # A run's plan, or its reservation's part, applied through the executor.
-        self.applier = Applier(self.executor, metrics, self.budgets, self.index, self.memory,
-                               self._look_later)
+        self.applier = Applier(self.executor, metrics, self.index, self.memory, self._look_later)
         self.placement = Placement(kube, metrics, self.applier, self.index, self.memory,
                                    self.balloon_of, self.warming, self.later)
         self.gates = Gates(self.executor, self.index, metrics, self.memory, self.node_index)
@@ -261,7 +260,7 @@ class Operator:
             return reconcile.Decision(Verb.NONE, "name taken")
         observed, src = self.observer.observe(run, facts, existing, serves)
         view = runplan.View(observed, newest, self.marks.marking(run, facts), existing,
-                            self.budgets.kept(run.namespace), self.capacity.rooms(run.uid),
+                            self.memory.budget_kept(run.namespace), self.capacity.rooms(run.uid),
                             **self.gates.held(run.uid),
                             resolving=self.memory.get(run.uid).resolving,
                             hold_left=resolution.hold_left(run.created, datetime.now(UTC)))

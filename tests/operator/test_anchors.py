@@ -12,7 +12,7 @@ from controller.kube.nodeindex import NodeIndex
 from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
 from controller.operator.anchors import AnchorGuard
-from controller.operator.apply import Applier, Budgets
+from controller.operator.apply import Applier
 from controller.operator.executor import Executor
 from controller.operator.memory import Memories
 from tests import factories
@@ -65,7 +65,7 @@ def guard(kube: Kube, said: Said | None = None, index: PodIndex | None = None) -
         index = PodIndex()
         index.balloon_event(balloon_pod("b1", "n1"), deleted=False)
     memory, executor = Memories(), Executor(kube, said or Said())  # type: ignore[arg-type]
-    applier = Applier(executor, Metrics(), Budgets(executor, None), None, memory)  # type: ignore[arg-type]
+    applier = Applier(executor, Metrics(), None, memory)  # type: ignore[arg-type]
     return AnchorGuard(kube, index, NodeIndex(Metrics()), Metrics(), applier, memory)  # type: ignore[arg-type]
 
 

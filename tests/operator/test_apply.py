@@ -17,7 +17,7 @@ from controller.core.placement.memory import Gated
 from controller.kube.client import ApiError
 from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
-from controller.operator.apply import Applier, Budgets
+from controller.operator.apply import Applier
 from controller.operator.executor import Executor, Notifier
 from controller.operator.memory import Memories
 from tests import factories
@@ -58,7 +58,7 @@ class Writes:
 def applier(kube: Writes) -> tuple[Applier, Memories]:
     memory, metrics = Memories(), Metrics()
     executor = Executor(kube, Notifier(kube))  # type: ignore[arg-type]
-    return Applier(executor, metrics, Budgets(executor, None), PodIndex(), memory), memory
+    return Applier(executor, metrics, PodIndex(), memory), memory
 
 
 def mark(name: str, plural: str = "taskruns") -> actions.Mark:

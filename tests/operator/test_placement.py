@@ -10,7 +10,7 @@ from controller.core.basics import names
 from controller.core.placement import balloon
 from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
-from controller.operator.apply import Applier, Budgets
+from controller.operator.apply import Applier
 from controller.operator.executor import Executor
 from controller.operator.memory import Memories
 from controller.operator.placement import MOVE_GRACE, Placement
@@ -63,7 +63,7 @@ def task_pod(name: str, node: str) -> dict[str, Any]:
 
 def placement_of(kube: Any, notifier: Notifier, **kwargs: Any) -> Placement:
     executor, metrics, index, memory = Executor(kube, notifier), Metrics(), PodIndex(), Memories()  # type: ignore[arg-type]
-    applier = Applier(executor, metrics, Budgets(executor, None), index, memory)
+    applier = Applier(executor, metrics, index, memory)
     return Placement(kube, metrics, applier, index, memory, **kwargs)
 
 
@@ -325,7 +325,7 @@ def test_the_views_are_read_without_a_write_to_the_cluster_or_to_the_run_s_memor
     and the run's memory changes as its plan's Remember steps, through the applier."""
     kube, notifier = Kube(), Notifier()
     executor, metrics, index, memory = Executor(kube, notifier), Metrics(), PodIndex(), Memories()  # type: ignore[arg-type]
-    applier = Applier(executor, metrics, Budgets(executor, None), index, memory)
+    applier = Applier(executor, metrics, index, memory)
     placement = Placement(ReadOnly(kube), metrics, applier, index, MemoryRead(memory))  # type: ignore[arg-type]
     placement.on_balloon_pod(balloon_pod("b1", "n1"))
     placement.on_balloon_pod(balloon_pod("b1", "n1", conditions=PREEMPTED), deleted=True)

@@ -11,7 +11,7 @@ from controller.core.placement import balloon
 from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
 from controller.operator.anchors import WaitingPods
-from controller.operator.apply import Applier, Budgets
+from controller.operator.apply import Applier
 from controller.operator.executor import Executor
 from controller.operator.memory import Memories
 from controller.settings import Settings
@@ -53,7 +53,7 @@ def task_pod() -> dict[str, Any]:
 def applier(said: Any) -> Applier:
     """What the plans are applied by, its executor telling `said` of each Event."""
     executor = Executor(None, said)  # type: ignore[arg-type]
-    return Applier(executor, Metrics(), Budgets(executor, None), None,  # type: ignore[arg-type]
+    return Applier(executor, Metrics(), None,  # type: ignore[arg-type]
                    Memories())
 
 
