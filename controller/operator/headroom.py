@@ -11,10 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-import structlog
-
 from controller.core.basics import quantity
-from controller.core.basics.actions import Count, WritePolicyStatus
 from controller.core.basics.notices import Notice
 from controller.core.basics.quantity import Amounts
 from controller.core.capacity import nodefit, peak, quota
@@ -23,13 +20,11 @@ from controller.core.model.tekton import PipelineRun
 from controller.core.placement import binding, warm, warmcache
 from controller.core.placement.memory import Fitted
 from controller.kube.caches import Caches
-from controller.kube.client import ApiError, Kube, api_message
+from controller.kube.client import ApiError, Kube
 from controller.kube.clusterview import ClusterView, Facts
 from controller.kube.nodeindex import NodeIndex
 from controller.kube.podindex import PodIndex
-from controller.metrics import Metrics
 from controller.operator.estimates import Sources, task_reader
-from controller.operator.executor import Executor
 from controller.operator.memory import Memories
 from controller.settings import Settings
 
@@ -170,19 +165,14 @@ class Headroom:
 # -- warm anchors ----------------------------------------------------------------------------------
 # Warm anchors, the adapter: the run's images from the specs the leader's caches hold (read as
 # capacity reads them), which nodes hold them (the node index, kube/nodeindex.py), and the
-# pipeline's last node from its namespace's policy status, for core/placement/warm.py; once the
-# run is anchored, its node is remembered there for the pipeline's next run
-# (core/placement/warmcache.py), and counted.
-
-log = structlog.get_logger(__name__)
+# pipeline's last node from its namespace's policy status, for core/placement/warm.py; and what a
+# run anchored reads of them (its balloon pod's plan, core/placement/binding.py, remembers its
+# node there for the pipeline's next run, core/placement/warmcache.py, and counts it). Reads only.
 
 class Warming:
-    def __init__(self, executor: Executor, caches: Caches | None, view: ClusterView,
-                 metrics: Metrics, nodes: NodeIndex) -> None:
-        self.executor = executor
+    def __init__(self, caches: Caches | None, view: ClusterView, nodes: NodeIndex) -> None:
         self.caches = caches
         self.view = view
-        self.metrics = metrics
         self.nodes = nodes  # the images each node holds, and hostnames
 
     def warmth(self, run: PipelineRun, facts: Facts, src: Sources) -> warm.Warmth | None:
@@ -209,23 +199,3 @@ class Warming:
         _, _, name = facts.policy_for(namespace).policy.source.partition("/")
         return binding.WarmRead(held, name, facts.warm_status.get(namespace),
                                 datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
-
-    def anchored(self, namespace: str, run: str, annotations: Mapping[str, Any],
-                 node: str) -> str:
-        """The run's anchor was bound to `node` for the first time: counted, its pipeline's
-        node remembered; what is warm there, for the Anchored Event. (A run's plan does this
-        through its applier, operator/placement.py; this is the same, done at once.)"""
-        steps, said = binding.warm_anchored(namespace, run, annotations, node,
-                                            self.read(namespace, annotations, node))
-        for step in steps:
-            if isinstance(step, Count):
-                counter = getattr(self.metrics, step.metric)
-                (counter.labels(**dict(step.labels)) if step.labels else counter).inc(step.by)
-            elif isinstance(step, WritePolicyStatus):
-                done = self.executor.do(step)
-                if (exc := done.api_error) is not None:
-                    log.warning("pipeline's warm node not remembered", namespace=namespace,
-                                policy=step.name, error=api_message(exc))
-                else:
-                    done.get()
-        return said

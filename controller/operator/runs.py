@@ -74,7 +74,7 @@ class Operator:
         self.settled = Settled(settings.resync_settled_rounds, self.index, self.memory)
         # What the node watch last showed of each node (kube/nodeindex.py).
         self.node_index = NodeIndex(metrics)
-        self.warming = Warming(self.executor, caches, view, metrics, self.node_index)
+        self.warming = Warming(caches, view, self.node_index)
         self.budgets = Budgets(self.executor, caches, self.memory)
         # A run's plan, or its reservation's part, applied through the executor.
         self.applier = Applier(self.executor, metrics, self.index, self.memory, self._look_later)

@@ -10,15 +10,18 @@ import pytest
 
 from controller.core.basics import names
 from controller.core.model.tekton import PipelineRun
-from controller.core.placement import warm
+from controller.core.placement import binding, warm
 from controller.core.policy import policy
 from controller.kube.client import ApiError
 from controller.kube.clusterview import Facts
 from controller.kube.nodeindex import NodeIndex
+from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
+from controller.operator.apply import Applier
 from controller.operator.estimates import Sources
 from controller.operator.executor import Executor
 from controller.operator.headroom import Warming
+from controller.operator.memory import Memories
 from controller.settings import Settings
 from tests import factories
 from tests.operator import test_placement as placement_tests
@@ -64,7 +67,7 @@ SOURCES = Sources(pipeline=None, requests=None, rooms=(), tasks_synced=True)
 
 
 def test_the_index_follows_what_nodes_report_and_forgets_deleted_nodes() -> None:
-    warming = Warming(Executor(Kube(), None), None, View(facts(policy.Warm())), Metrics(), NodeIndex(Metrics()))  # type: ignore[arg-type]
+    warming = Warming(None, View(facts(policy.Warm())), NodeIndex(Metrics()))  # type: ignore[arg-type]
     warming.nodes.on_node(node("a", (MAVEN, GB)))
     warming.nodes.on_node(node("b", (MAVEN, GB)))
     found = warming.warmth(inline_run(), facts(policy.Warm()), SOURCES)
@@ -78,27 +81,37 @@ def test_the_index_follows_what_nodes_report_and_forgets_deleted_nodes() -> None
 
 
 def test_a_policy_that_asks_for_nothing_gets_no_preference() -> None:
-    warming = Warming(Executor(Kube(), None), None, View(facts(policy.Warm())), Metrics(), NodeIndex(Metrics()))  # type: ignore[arg-type]
+    warming = Warming(None, View(facts(policy.Warm())), NodeIndex(Metrics()))  # type: ignore[arg-type]
     warming.nodes.on_node(node("a", (MAVEN, GB)))
     assert warming.warmth(inline_run(), facts(policy.Warm(images=False)), SOURCES) is None
+
+
+def anchored(warming: Warming, kube: Any, metrics: Metrics, run: PipelineRun,
+             annotations: dict[str, str], node: str) -> str:
+    """A run's anchor bound to `node` for the first time: the warm part of its balloon pod's
+    plan (core/placement/binding.py) applied; what is warm there, for the Anchored Event."""
+    steps, said = binding.warm_anchored("team-a", run.name, annotations, node,
+                                        warming.read("team-a", annotations, node))
+    Applier(Executor(kube, None), metrics, PodIndex(), Memories()).apply(run, steps)  # type: ignore[arg-type]
+    return said
 
 
 def test_an_anchored_run_is_counted_and_its_pipeline_s_node_remembered() -> None:
     kube, metrics = Kube(), Metrics()
     asked = policy.Warm(pipeline_cache=True)
     remembered = {"warmNodes": {"inline:x": {"node": "a", "time": "2026-11-26T10:00:00Z"}}}
-    warming = Warming(Executor(kube, None), None, View(facts(asked, remembered)), metrics, NodeIndex(metrics))  # type: ignore[arg-type]
+    warming = Warming(None, View(facts(asked, remembered)), NodeIndex(metrics))  # type: ignore[arg-type]
     warming.nodes.on_node(node("a", (MAVEN, GB)))
     run = inline_run()
     found = warming.warmth(run, facts(asked, remembered), SOURCES)
     assert found is not None and found.cache_key.startswith("inline:")
     annotations = {warm.ANNOTATION: replace(found, cache_node="a").annotation()}
-    said = warming.anchored("team-a", run.name, annotations, "a")
+    said = anchored(warming, kube, metrics, run, annotations, "a")
     assert said == ("1.0 GB of the run's 1.0 GB of images already there; its pipeline's caches "
                     "are warm there (its last run ran there)")
     assert kube.patched[0][:2] == ("team-a", "warm")
     assert kube.patched[0][2]["warmNodes"][found.cache_key]["node"] == "a"
-    warming.anchored("team-a", run.name, annotations, "b")
+    anchored(warming, kube, metrics, run, annotations, "b")
     samples = {(s.name, tuple(s.labels.values())): s.value
                for m in metrics.registry.collect() for s in m.samples}
     assert samples[("tekton_coscheduler_warm_cache_runs_total", ("hit",))] == 1
@@ -126,7 +139,7 @@ def test_a_run_anchored_remembers_its_pipeline_s_node_through_its_plan_and_says_
     """The policy status is written as a step of the balloon pod's plan, before the Anchored
     Event; a write refused is logged, and the run is said Anchored and annotated all the same."""
     kube, metrics = PlacementKube(refused), Metrics()
-    warming = Warming(Executor(kube, None), None, View(facts(policy.Warm(pipeline_cache=True))), metrics, NodeIndex(metrics))  # type: ignore[arg-type]
+    warming = Warming(None, View(facts(policy.Warm(pipeline_cache=True))), NodeIndex(metrics))  # type: ignore[arg-type]
     warming.nodes.on_node(node("a", (MAVEN, GB)))
     noted = warm.Warmth(frozenset({MAVEN}), sizes={MAVEN: GB}, cache_key="inline:x")
     kube.annotations = {warm.ANNOTATION: noted.annotation()}
