@@ -37,11 +37,10 @@ from controller.core.capacity.settle import Acted
 from controller.core.model import tekton
 from controller.core.placement import binding
 from controller.kube import errors
-from controller.kube.client import api_message
+from controller.kube.client import ApiError, api_message
 from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
 from controller.operator.executor import Done, Executor, pipelinerun_ref
-from controller.operator.marking import gate_released
 from controller.operator.memory import Memories
 
 log = structlog.get_logger(__name__)
@@ -102,7 +101,7 @@ class Applier:
                 continue
             done = self.executor.do(action)
             if isinstance(action, ReleaseGate):
-                again = gate_released(self.metrics, self.memory, action, done) or again
+                again = self._gate_released(action, done) or again
             elif isinstance(action, MakeBalloon | ReplanBalloon):
                 self._balloon(ref, action, done, bound)
             elif isinstance(action, DeleteBalloon):
@@ -128,6 +127,31 @@ class Applier:
         if again is not None:
             raise again
         return Applied(not unmarked)
+
+    def release_gates(self, releases: Sequence[ReleaseGate]) -> None:
+        """Held pods let go (core/placement/gate.releases), apart from a run's plan (a pod's
+        event, the resync, leadership's end); a failure that may mend is raised once the others
+        were tried (the work is tried again after a backoff)."""
+        again: Exception | None = None
+        for action in releases:
+            again = self._gate_released(action, self.executor.do(action)) or again
+        if again is not None:
+            raise again
+
+    def _gate_released(self, action: ReleaseGate, done: Done) -> Exception | None:
+        """A held pod let go, or what failed: returned to raise (it may mend), or logged (it
+        cannot: the pod keeps its term beside the anchor either way)."""
+        if (exc := done.error) is None:
+            if done.value:
+                self.metrics.gates_released.inc()
+            self.memory.released(action.run_uid, action.uid)
+            return None
+        if not isinstance(exc, ApiError) or (done.failure and done.failure.retry):
+            return exc
+        log.warning("could not release a pod's scheduling gate",
+                    error=f"{exc.status} {api_message(exc)}",
+                    object=f"Pod/{action.namespace}/{action.name}")
+        return None
 
     def release(self, deletions: Sequence[DeletePod]) -> None:
         """A run's reservation pods deleted (core/capacity/roomplan.release), run or no run."""

@@ -25,7 +25,7 @@ it is for a run that gets no balloon (operator/runs.py: opted out, not ours, end
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -36,12 +36,11 @@ from controller.core.basics.actions import Mark, ReleaseGate
 from controller.core.model import tekton
 from controller.core.placement import gate, mark, runplan
 from controller.core.placement.memory import Gated, Placeholder, RunMemory
-from controller.kube.client import ApiError, Kube, api_message
+from controller.kube.client import Kube
 from controller.kube.clusterview import Facts
 from controller.kube.nodeindex import NodeIndex
 from controller.kube.podindex import PodIndex
-from controller.metrics import Metrics
-from controller.operator.executor import Done, Executor
+from controller.operator.apply import Applier
 from controller.operator.memory import Memories, Soon
 
 log = structlog.get_logger(__name__)
@@ -49,12 +48,12 @@ log = structlog.get_logger(__name__)
 
 class Marks:
     def __init__(
-        self, kube: Kube, executor: Executor, installation: str,
+        self, kube: Kube, applier: Applier, installation: str,
         live: Callable[[], Iterable[tekton.PipelineRun]], index: PodIndex, memory: Memories,
         soon: Soon,
     ) -> None:
         self.kube = kube  # reads: a run's TaskRuns
-        self.executor = executor
+        self.applier = applier
         self.installation = installation  # our namespace label, `label=value`
         self.live = live
         self.index = index
@@ -80,9 +79,8 @@ class Marks:
 
     def _mark_task_runs(self, run: tekton.PipelineRun, topology_key: str,
                         names: Iterable[str]) -> None:
-        for name in names:
-            self.executor.do(Mark("taskruns", run.namespace, name,
-                                  mark.patch(run.uid, topology_key, self.installation))).get()
+        patch = mark.patch(run.uid, topology_key, self.installation)
+        self.applier.apply(run, [Mark("taskruns", run.namespace, name, patch) for name in names])
 
     def held(self) -> frozenset[str] | None:
         """The namespaces of the live runs this installation anchored; None until known."""
@@ -115,11 +113,10 @@ class Marks:
 
 
 class Gates:
-    def __init__(self, executor: Executor, index: PodIndex, metrics: Metrics,
-                 memory: Memories, nodes: NodeIndex | None = None) -> None:
-        self.executor = executor
+    def __init__(self, applier: Applier, index: PodIndex, memory: Memories,
+                 nodes: NodeIndex | None = None) -> None:
+        self.applier = applier
         self.index = index
-        self.metrics = metrics
         # RunMemory.gated, .placeholders: the run's held pods not yet seen released
         self.memory = memory
         self.nodes = nodes  # the anchor's node's hostname label
@@ -188,7 +185,7 @@ class Gates:
 
     def _release(self, run_uid: str) -> None:
         """Every held pod of the run released (its placeholders beside its anchor, if bound)."""
-        release_gates(self.executor, self.metrics, self.memory, self.releases(run_uid))
+        self.applier.release_gates(self.releases(run_uid))
 
     def releases(self, run_uid: str) -> list[ReleaseGate]:
         """What releasing the run's held pods is, as it stands (core/placement/gate.releases)."""
@@ -200,35 +197,6 @@ class Gates:
         host = (self.nodes.images().hostnames.get(node) if self.nodes else None) or node
         m = self.memory.get(run_uid)
         return {"gated": m.gated, "placeholders": m.placeholders, "host": host}
-
-
-def release_gates(executor: Executor, metrics: Metrics, memory: Memories,
-                  releases: Sequence[ReleaseGate]) -> None:
-    """Held pods let go (core/placement/gate.releases), apart from any plan (a pod's event, the
-    resync, leadership's end); a failure that may mend is raised once the others were tried
-    (the work is tried again after a backoff)."""
-    again: Exception | None = None
-    for action in releases:
-        again = gate_released(metrics, memory, action, executor.do(action)) or again
-    if again is not None:
-        raise again
-
-
-def gate_released(metrics: Metrics, memory: Memories, action: ReleaseGate,
-                  done: Done) -> Exception | None:
-    """A held pod let go, or what failed: returned to raise (it may mend), or logged (it
-    cannot: the pod keeps its term beside the anchor either way)."""
-    if (exc := done.error) is None:
-        if done.value:
-            metrics.gates_released.inc()
-        memory.released(action.run_uid, action.uid)
-        return None
-    if not isinstance(exc, ApiError) or (done.failure and done.failure.retry):
-        return exc
-    log.warning("could not release a pod's scheduling gate",
-                error=f"{exc.status} {api_message(exc)}",
-                object=f"Pod/{action.namespace}/{action.name}")
-    return None
 
 
 def _holds(m: RunMemory) -> object:

@@ -80,7 +80,7 @@ class Operator:
         self.applier = Applier(self.executor, metrics, self.index, self.memory, self._look_later)
         self.placement = Placement(kube, metrics, self.applier, self.index, self.memory,
                                    self.balloon_of, self.warming, self.later)
-        self.gates = Gates(self.executor, self.index, metrics, self.memory, self.node_index)
+        self.gates = Gates(self.applier, self.index, self.memory, self.node_index)
         self.unplaced = Unplaced(settings, kube, self.index, self.applier)
         self.anchors = AnchorGuard(kube, self.index, self.node_index, metrics, self.applier,
                                    self.memory, self.soon)
@@ -97,7 +97,7 @@ class Operator:
         self.observer = Observer(kube, caches, self.index, self.capacity, self.warming,
                                  self._lasting)
         installation = f"{settings.namespace_label}={settings.namespace_label_value}"
-        self.marks = Marks(kube, self.executor, installation, self.live.runs, self.index,
+        self.marks = Marks(kube, self.applier, installation, self.live.runs, self.index,
                            self.memory, self.soon)
         self.policies = Policies(settings, kube, self.executor, metrics, view)
         view.subscribe(self.settled.on_facts)

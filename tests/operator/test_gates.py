@@ -11,6 +11,7 @@ from controller.core.placement import gate
 from controller.kube.nodeindex import NodeIndex
 from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
+from controller.operator.apply import Applier
 from controller.operator.executor import Executor
 from controller.operator.marking import Gates
 from controller.operator.memory import Memories
@@ -39,13 +40,19 @@ def gated(name: str) -> dict[str, Any]:
     return pod
 
 
+def gates_of(kube: Any, index: PodIndex, nodes: NodeIndex | None = None) -> Gates:
+    memory = Memories()
+    applier = Applier(Executor(kube, None), Metrics(), index, memory)  # type: ignore[arg-type]
+    return Gates(applier, index, memory, nodes)
+
+
 def make() -> tuple[Gates, PodIndex, Kube]:
     index, kube = PodIndex(), Kube()
-    return Gates(Executor(kube, None), index, Metrics(), Memories()), index, kube  # type: ignore[arg-type]
+    return gates_of(kube, index), index, kube
 
 
 def released(gates: Gates) -> float | None:
-    return said(gates.metrics, "gates_released_total")
+    return said(gates.applier.metrics, "gates_released_total")
 
 
 def bind(gates: Gates, index: PodIndex, node: str = "node-a") -> None:
@@ -145,7 +152,7 @@ def placeholder(uid: str = "uid-aa", node_selector: dict[str, str] | None = None
 def with_nodes() -> tuple[Gates, PodIndex, Patches]:
     index, kube, nodes = PodIndex(), Patches(), NodeIndex(Metrics())
     nodes.on_node({"metadata": {"name": "node-a", "labels": {gate.HOSTNAME: "host-a"}}})
-    return Gates(Executor(kube, None), index, Metrics(), Memories(), nodes), index, kube  # type: ignore[arg-type]
+    return gates_of(kube, index, nodes), index, kube
 
 
 BESIDE = {"spec": {"schedulingGates": [{"name": gate.PLACEHOLDER_GATE, "$patch": "delete"}],
