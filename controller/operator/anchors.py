@@ -25,12 +25,12 @@ from controller.core.capacity import nodes
 from controller.core.model import pods, tekton
 from controller.core.placement import anchor, anchorplan, waiting
 from controller.core.placement.anchorplan import AnchorView, Ask
+from controller.core.placement.runplan import reference
 from controller.kube.client import ApiError, Kube, api_message
 from controller.kube.nodeindex import NodeIndex
 from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
 from controller.operator.apply import Applier
-from controller.operator.executor import pipelinerun_ref
 from controller.operator.memory import Later, Memories, Soon, later
 from controller.settings import Settings
 
@@ -101,7 +101,7 @@ class AnchorGuard:
                             run=run_uid)
                 view = replace(view, unread=True)
         pod = view.pod
-        run = tekton.PipelineRun.from_body(pipelinerun_ref(
+        run = tekton.PipelineRun.from_body(reference(
             pod.run_name if pod else "", pod.namespace if pod else "", run_uid))
         self.applier.apply(run, planned.actions)
         self.metrics.anchor_blocked.set(len(self.memory.runs(lambda m: m.blocked_on)))
@@ -164,7 +164,7 @@ class WaitingPods:
         planned = waiting.plan(view)
         if planned.actions:
             self.applier.apply(tekton.PipelineRun.from_body(
-                pipelinerun_ref(view.run_name, view.namespace, run_uid)), planned.actions)
+                reference(view.run_name, view.namespace, run_uid)), planned.actions)
         if planned.requeue_after is not None and self.later is not None:
             self.later(run_uid, "waiting", lambda: self.look(run_uid), planned.requeue_after)
 

@@ -36,11 +36,12 @@ from controller.core.capacity import reservation, roomplan, settle
 from controller.core.capacity.settle import Acted
 from controller.core.model import tekton
 from controller.core.placement import binding
+from controller.core.placement.runplan import reference
 from controller.kube import errors
 from controller.kube.client import ApiError, api_message
 from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
-from controller.operator.executor import Done, Executor, pipelinerun_ref
+from controller.operator.executor import Done, Executor
 from controller.operator.memory import Memories
 
 log = structlog.get_logger(__name__)
@@ -84,7 +85,7 @@ class Applier:
         return replace(applied, replan=applied.replan or room.replan)
 
     def _apply(self, run: tekton.PipelineRun, planned: Sequence[Planned]) -> Applied:
-        ref = pipelinerun_ref(run.name, run.namespace, run.uid)
+        ref = reference(run.name, run.namespace, run.uid)
         bound = log.bind(object=f"PipelineRun/{run.namespace}/{run.name}")
         unmarked, again = False, None
         for action in planned:

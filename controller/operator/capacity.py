@@ -18,11 +18,11 @@ from controller.core.basics.notices import Notice
 from controller.core.capacity import peak, reservation, roomplan
 from controller.core.model import progress, tekton
 from controller.core.placement.memory import RunMemory
+from controller.core.placement.runplan import reference
 from controller.kube.caches import Caches
 from controller.kube.clusterview import Facts
 from controller.kube.podindex import PodIndex
 from controller.operator.estimates import Estimates, Sources, age, read_sources, rooms_of
-from controller.operator.executor import pipelinerun_ref
 from controller.operator.headroom import Headroom
 from controller.operator.memory import Memories
 from controller.settings import Settings
@@ -97,7 +97,7 @@ class Capacity:
             return None
         src = src or read_sources(self.caches, self.index, run)
         found, unestimated = self.estimates.estimate(run, facts, src)
-        ref = pipelinerun_ref(run.name, run.namespace, run.uid)
+        ref = reference(run.name, run.namespace, run.uid)
         said: tuple[Notice, ...] = () if unestimated is None else (unestimated,)
         base = existing or planned
         if base is None or found is None:

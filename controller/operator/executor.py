@@ -25,7 +25,6 @@ from controller.core.basics import actions
 from controller.core.basics.actions import Action
 from controller.core.basics.notices import Notice
 from controller.core.model import assistant, tekton, versions
-from controller.core.placement import runplan
 from controller.kube import errors
 from controller.kube.admission_policies import AdmissionPolicies
 from controller.kube.client import ApiError, Kube
@@ -36,8 +35,6 @@ from controller.settings import Settings
 
 log = structlog.get_logger(__name__)
 
-
-pipelinerun_ref = runplan.reference
 
 
 class Notifier:

@@ -28,13 +28,14 @@ from controller.core.model.pods import HOSTNAME, scheduled_condition
 from controller.core.placement import balloon, binding, budget
 from controller.core.placement.binding import MOVE_GRACE, Ask, BindPlan, gone_because
 from controller.core.placement.memory import BoundPod
+from controller.core.placement.runplan import reference
 from controller.kube.caches import Caches
 from controller.kube.client import Kube, api_message
 from controller.kube.clusterview import Facts
 from controller.kube.podindex import PodIndex
 from controller.metrics import Metrics
 from controller.operator.apply import Applier
-from controller.operator.executor import Executor, pipelinerun_ref
+from controller.operator.executor import Executor
 from controller.operator.headroom import Warming
 from controller.operator.memory import Later, Memories
 
@@ -128,7 +129,7 @@ class Placement:
                 view = replace(view, warm=self.warming.read(ns, annotations, view.node))
         if planned.anchor_seconds is not None:
             self.metrics.run_to_anchor_seconds.observe(planned.anchor_seconds)
-        self._apply(pipelinerun_ref(view.run_name, ns, uid), planned)
+        self._apply(reference(view.run_name, ns, uid), planned)
 
     def flush_moves(self, grace: float = MOVE_GRACE, only: str | None = None) -> None:
         """Moves whose old pod's deletion was never seen (a watch that restarted), said after
@@ -164,7 +165,7 @@ class Placement:
                      str((p.get("spec") or {}).get("nodeName") or ""),
                      bool((p.get("metadata") or {}).get("deletionTimestamp")))
                     for p in self.kube.list_balloon_pods(namespace, run_uid))
-        self._apply(pipelinerun_ref(bound.run_name, namespace, run_uid), planned)
+        self._apply(reference(bound.run_name, namespace, run_uid), planned)
 
     def _task_view(self, run_uid: str, pod: BoundPod, deleted: bool, ours: bool,
                    asked: Mapping[Ask, Any]) -> binding.TaskView:
@@ -217,7 +218,7 @@ class Budgets:
             labels = meta.get("labels") or {}
             if meta.get("namespace") == namespace and labels.get(names.LABEL_RUN_UID):
                 uid = str(labels[names.LABEL_RUN_UID])
-                run = pipelinerun_ref(str(labels.get(names.LABEL_RUN) or ""), namespace, uid)
+                run = reference(str(labels.get(names.LABEL_RUN) or ""), namespace, uid)
                 self.executor.do(Say(run, notice, uid))
 
     def tend(self, balloons: Sequence[Mapping[str, Any]], facts: Facts) -> None:

@@ -9,7 +9,8 @@ from typing import Any
 from controller.core.basics import names
 from controller.core.basics.notices import Notice
 from controller.core.placement import balloon, budget
-from controller.operator.executor import Notifier, pipelinerun_ref
+from controller.core.placement.runplan import reference
+from controller.operator.executor import Notifier
 from tests import apisurface, factories
 from tests.operator import recording
 from tests.operator.recording import Recorder
@@ -46,7 +47,7 @@ CALLS: dict[str, tuple[dict[str, Any], str]] = {
                             "CoschedulingPolicy team-a/p"),
     "create_lease": ({"body": {"metadata": {"name": "l", "namespace": "tcs"}}}, "-"),
     "replace_lease": ({"body": {"metadata": {"name": "l", "namespace": "tcs"}}}, "-"),
-    "post_event": ({"involved": pipelinerun_ref("late", "team-b", "late-uid"), "reason": "R",
+    "post_event": ({"involved": reference("late", "team-b", "late-uid"), "reason": "R",
                     "message": "m", "warning": True}, "PipelineRun team-b/late"),
     "create_binding": ({"body": {"metadata": {"name": "b"}}}, "-"),
     "replace_binding": ({"body": {"metadata": {"name": "b"}}, "resource_version": "7"}, "-"),
@@ -85,7 +86,7 @@ def test_volatile_values_are_masked_and_fixed_uids_kept() -> None:
     assert recording.normalised({"a": "made at 2026-11-28T10:00:00.123+00:00"}) == {
         "a": "made at <time>"}
     recorder = Recorder()
-    recorder.note("post_event", (pipelinerun_ref("r", "ns", "u"), "R", "no pod in 61s; 4 nodes"),
+    recorder.note("post_event", (reference("r", "ns", "u"), "R", "no pod in 61s; 4 nodes"),
                   {"warning": True})
     assert recorder.records()[0]["body"]["message"] == "no pod in <n>s; 4 nodes"
 
@@ -104,8 +105,8 @@ def test_only_what_the_operator_asks_is_recorded_not_what_a_test_sets_up(
     writes_recorded: Recorder,
 ) -> None:
     events = Events()
-    events.post_event(pipelinerun_ref("r", "ns", "u"), "SetUp", "by the test", warning=False)
-    Notifier(events).tell(pipelinerun_ref("r", "ns", "u"), Notice("Anchored", "n1"), "u")  # type: ignore[arg-type]
+    events.post_event(reference("r", "ns", "u"), "SetUp", "by the test", warning=False)
+    Notifier(events).tell(reference("r", "ns", "u"), Notice("Anchored", "n1"), "u")  # type: ignore[arg-type]
     assert events.posted == ["SetUp", "Anchored"]
     assert [(r["verb"], r["body"]["reason"]) for r in writes_recorded.records()] == [
         ("event", "Anchored")]
@@ -117,7 +118,7 @@ class Unreachable:
 
 
 def test_a_write_refused_is_recorded_with_the_error(writes_recorded: Recorder) -> None:
-    Notifier(Unreachable()).tell(pipelinerun_ref("r", "ns", "u"), Notice("Anchored", "n1"), "u")  # type: ignore[arg-type]
+    Notifier(Unreachable()).tell(reference("r", "ns", "u"), Notice("Anchored", "n1"), "u")  # type: ignore[arg-type]
     [refused] = writes_recorded.records()
     assert refused["raised"] == "ApiException 503"
 
