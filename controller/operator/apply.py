@@ -1,10 +1,11 @@
-"""A run's plan applied (core/placement/runplan.Plan, or its reservation's part alone,
-core/capacity/roomplan.RoomPlan): its actions handed to the executor one by one, in order, its
-memory changed where the plan says, and what each answer means for the rest: the balloon
-counted, a failure that trying again cannot mend said on the run, a mark given up, a refused
-reservation pod. What may mend is raised and ends the plan there: the work queue tries the run
-again (faces/serial.py), and it is planned anew. With a namespace's first balloon comes its
-PodDisruptionBudget (below).
+"""A run's plan applied: its own look's (core/placement/runplan.Plan), or the part an event of
+its pods or nodes concerns (core/capacity/roomplan, core/placement/binding, anchorplan,
+waiting). Its actions are handed to the executor one by one, in order; its memory (Remember)
+and metrics (Count) change where the plan says; and each answer is judged for what follows: the
+balloon counted, a failure that trying again cannot mend said on the run, a mark given up, a
+refused reservation pod, a refused anchor move, the namespace's budget known made. What may
+mend is raised and ends the plan there: the work queue tries the run again (faces/serial.py),
+and it is planned anew. Gate releases outside a plan are judged the same way (release_gates).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import structlog
 
-from controller.core.basics import actions, names, quantity
+from controller.core.basics import names, quantity
 from controller.core.basics.actions import (
     Count,
     DeleteBalloon,
@@ -30,6 +31,7 @@ from controller.core.basics.actions import (
     Remember,
     ReplanBalloon,
     Say,
+    WritePolicyStatus,
 )
 from controller.core.basics.notices import Notice
 from controller.core.capacity import reservation, roomplan, settle
@@ -118,7 +120,7 @@ class Applier:
                     done.get()  # tried again after a backoff (faces/serial.py)
             elif isinstance(action, DeletePod):
                 (_anchor_moved if action.balloon else _room_deleted)(action, done)
-            elif isinstance(action, actions.WritePolicyStatus) and done.api_error is not None:
+            elif isinstance(action, WritePolicyStatus) and done.api_error is not None:
                 bound.warning("pipeline's warm node not remembered", policy=action.name,
                               error=api_message(done.api_error))  # not worth a retry
             elif isinstance(action, MakePod) and done.api_error is not None:
